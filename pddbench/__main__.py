@@ -1,0 +1,5 @@
+"""``python -m pddbench`` runs the command line."""
+
+from pddbench.cli import main
+
+main()

@@ -1,0 +1,26 @@
+"""User-facing errors: one clear line and an exit status, never a traceback.
+
+Every module raises :class:`UserError` (or a subclass) for problems caused by input the
+user controls — a malformed trace, a missing file, a bad option. The CLI turns it into
+``pddbench: <message>`` on stderr and exits with ``exit_code``.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line, exits with ``exit_code``."""
+
+    exit_code: int = 2
+
+    def __init__(
+        self, message: str, *, exit_code: int | None = None, details: list[str] | None = None
+    ):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+        self.details: list[str] = details or []
+
+
+class TraceError(UserError):
+    """A trace that cannot be read or does not validate; ``details``: one line per problem."""
