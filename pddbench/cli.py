@@ -58,6 +58,8 @@ def trace() -> None:
     lazy={
         "netem": "pddbench.netem.cli:netem",
         "serve": "pddbench.servers.cli:serve",
+        "replay": "pddbench.harness.replay_cli:replay",
+        "finalize": "pddbench.harness.finalize_cli:finalize",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -80,8 +82,9 @@ def _report(exc: UserError) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns (and exits with) the process status."""
     try:
-        cli.main(args=argv, prog_name="pddbench", standalone_mode=False)
-        code = 0
+        # without standalone mode click returns the status of click.exceptions.Exit
+        result = cli.main(args=argv, prog_name="pddbench", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
     except UserError as exc:
         code = _report(exc)
     except click.exceptions.Abort:

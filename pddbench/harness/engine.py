@@ -1,0 +1,198 @@
+"""The asyncio replay engine: executes what the SessionPlayer decides, stamps time, journals.
+
+One event loop, one aiohttp session with an unbounded connection pool (open loop: a
+request is never held back by the client unless a concurrency cap is configured, and
+then the wait is recorded as ``client_queue_s``). The loop sleeps until the player's next
+due time or until a completion makes new turns ready; each request runs as its own task
+and is journalled the moment it ends. Cancellation (Ctrl-C, SIGTERM) cancels in-flight
+requests, records them as cancelled and leaves the journal complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from pddbench.harness.client import ApiConfig, stream_completion
+from pddbench.harness.player import DueRequest, PlannedRequest, SessionPlayer
+from pddbench.harness.records import ErrorClass, Journal, RequestRecord, Status
+
+PromptFn = Callable[[PlannedRequest], list[int]]
+OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
+
+
+@dataclass
+class EngineStats:
+    """Live counters for the progress view."""
+
+    sent: int = 0
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    ttft_s: list[float] = field(default_factory=list)
+    lag_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class EngineConfig:
+    base_url: str
+    api: ApiConfig
+    max_concurrency: int | None = None
+    cached_tokens_theoretical: dict[str, int] | None = None
+
+
+class AsyncioEngine:
+    """Drives a :class:`SessionPlayer` against one HTTP endpoint."""
+
+    def __init__(
+        self,
+        player: SessionPlayer,
+        config: EngineConfig,
+        journal: Journal,
+        prompt_fn: PromptFn,
+        *,
+        oracle_fn: OracleFn | None = None,
+        clock_origin: float | None = None,
+    ):
+        self.player = player
+        self.config = config
+        self.journal = journal
+        self.prompt_fn = prompt_fn
+        self.oracle_fn = oracle_fn
+        self.stats = EngineStats()
+        self._origin = time.monotonic() if clock_origin is None else clock_origin
+        self._wake: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sem: asyncio.Semaphore | None = None
+
+    def clock(self) -> float:
+        """Seconds since the run's start on the monotonic clock."""
+        return time.monotonic() - self._origin
+
+    async def run(self) -> EngineStats:
+        self._wake = asyncio.Event()
+        if self.config.max_concurrency:
+            self._sem = asyncio.Semaphore(self.config.max_concurrency)
+        loop = asyncio.get_running_loop()
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            try:
+                while not self.player.done:
+                    for due in self.player.pop_due(self.clock()):
+                        self._spawn(http, due)
+                    nxt = self.player.next_due_s()
+                    self._wake.clear()
+                    handle = None
+                    if nxt is not None:
+                        delay = nxt - self.clock()
+                        if delay <= 0:
+                            continue
+                        handle = loop.call_later(delay, self._wake.set)
+                    if self.player.done:
+                        break
+                    await self._wake.wait()
+                    if handle is not None:
+                        handle.cancel()
+            finally:
+                if self._tasks:
+                    for task in list(self._tasks):
+                        task.cancel()
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                for skipped in self.player.skipped:
+                    self._journal_skipped(skipped)
+                self.journal.flush()
+        return self.stats
+
+    def _spawn(self, http: aiohttp.ClientSession, due: DueRequest) -> None:
+        task = asyncio.get_running_loop().create_task(self._one(http, due))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, http: aiohttp.ClientSession, due: DueRequest) -> None:
+        req = due.request
+        record = RequestRecord(
+            request_id=req.request_id,
+            session_id=req.session_id,
+            turn_index=req.turn_index,
+            parent_request_id=req.parent_request_id,
+            intended_send_s=due.intended_send_s,
+            input_tokens=req.input_length,
+            expected_output_tokens=req.output_length,
+        )
+        theoretical = self.config.cached_tokens_theoretical
+        if theoretical is not None:
+            record.cached_tokens_theoretical = theoretical.get(req.request_id)
+        ok = False
+        try:
+            prompt = self.prompt_fn(req)
+            oracle = self.oracle_fn(req) if self.oracle_fn else None
+            if self._sem is not None:
+                queued = self.clock()
+                async with self._sem:
+                    record.client_queue_s = self.clock() - queued
+                    await self._send(http, record, prompt, oracle)
+            else:
+                await self._send(http, record, prompt, oracle)
+            ok = record.status == Status.OK
+        except asyncio.CancelledError:
+            if record.status == Status.OK:
+                record.status = Status.CANCELLED
+                record.error_class = ErrorClass.CANCELLED
+                record.error_message = "cancelled before completion"
+            raise
+        finally:
+            if record.end_s is None:
+                record.end_s = self.clock()
+            self.journal.append(record)
+            self._account(record)
+            with contextlib.suppress(KeyError):
+                self.player.complete(req.request_id, record.end_s, ok=ok)
+            if self._wake is not None:
+                self._wake.set()
+
+    async def _send(self, http, record, prompt, oracle) -> None:
+        self.stats.sent += 1
+        self.stats.in_flight += 1
+        try:
+            await stream_completion(
+                http,
+                self.config.base_url,
+                self.config.api,
+                record,
+                prompt,
+                self.clock,
+                expected_token_fn=oracle,
+            )
+        finally:
+            self.stats.in_flight -= 1
+
+    def _account(self, record: RequestRecord) -> None:
+        self.stats.done += 1
+        if record.status != Status.OK:
+            self.stats.errors += 1
+        if record.ttft_s is not None:
+            self.stats.ttft_s.append(record.ttft_s)
+        lag = record.send_lag_s
+        if lag is not None:
+            self.stats.lag_s.append(lag - record.client_queue_s)
+
+    def _journal_skipped(self, req: PlannedRequest) -> None:
+        self.journal.append(
+            RequestRecord(
+                request_id=req.request_id,
+                session_id=req.session_id,
+                turn_index=req.turn_index,
+                parent_request_id=req.parent_request_id,
+                intended_send_s=float("nan"),
+                input_tokens=req.input_length,
+                expected_output_tokens=req.output_length,
+                status=Status.SKIPPED,
+                error_class=ErrorClass.DEPENDENCY,
+                error_message="a request this one depends on failed",
+            )
+        )

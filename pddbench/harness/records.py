@@ -1,0 +1,188 @@
+"""Request records: the one-row-per-request result table, its journal and finalisation.
+
+Owns :class:`RequestRecord` (what the client measured about one request), the Arrow
+schema of ``requests.parquet``, and the crash-safe path to it: records are appended to a
+JSON-lines journal that is flushed at least every ``flush_interval_s`` (default 1 s), so
+a crash (SIGKILL included) loses at most the last interval; :func:`finalize_journal`
+turns a journal — complete or cut off mid-line — into ``requests.parquet``.
+
+Times are seconds on the run's monotonic clock, measured from the run's start; the
+manifest holds the wall-clock anchor of that start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import IO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+class Status(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"  # never sent: a request it depends on failed (abort-session policy)
+
+
+class ErrorClass(StrEnum):
+    CONNECT = "connect"  # could not reach the server
+    HTTP = "http"  # non-2xx status
+    STREAM = "stream"  # malformed or truncated stream, server-sent error event
+    TIMEOUT = "timeout"
+    INTEGRITY = "integrity"  # tokens duplicated / missing / reordered (reference servers)
+    CANCELLED = "cancelled"
+    DEPENDENCY = "dependency"
+
+
+@dataclass
+class RequestRecord:
+    """Everything the client measured about one request."""
+
+    request_id: str
+    session_id: str
+    turn_index: int
+    parent_request_id: str | None
+    intended_send_s: float
+    actual_send_s: float | None = None
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    end_s: float | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    tpot_s: float | None = None  # (last - first token) / (output tokens - 1)
+    itl_mean_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p90_s: float | None = None
+    itl_p99_s: float | None = None
+    itl_max_s: float | None = None
+    chunks: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    expected_output_tokens: int = 0
+    cached_tokens_theoretical: int | None = None
+    cached_tokens_reported: int | None = None
+    client_queue_s: float = 0.0  # time waiting for the concurrency cap (0 without one)
+    pipeline: str | None = None
+    first_token_origin: str | None = None
+    relay_tokens: int | None = None
+    handoff_mode: str | None = None
+    wan_bytes: int | None = None
+    integrity_ok: bool | None = None
+    status: str = Status.OK
+    error_class: str | None = None
+    error_message: str | None = None
+    server_timing: str | None = None  # the server's `pdd` object, JSON text
+    token_times_s: list[float] | None = field(default=None)
+
+    @property
+    def send_lag_s(self) -> float | None:
+        if self.actual_send_s is None:
+            return None
+        return self.actual_send_s - self.intended_send_s
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "int": pa.int64(),
+    "int | None": pa.int64(),
+    "float": pa.float64(),
+    "float | None": pa.float64(),
+    "bool | None": pa.bool_(),
+    "list[float] | None": pa.list_(pa.float64()),
+}
+
+
+def records_schema() -> pa.Schema:
+    """Arrow schema of ``requests.parquet`` (derived from :class:`RequestRecord`)."""
+    cols = [pa.field(f.name, _ARROW_TYPES[str(f.type)]) for f in fields(RequestRecord)]
+    return pa.schema(cols)
+
+
+RECORDS_SCHEMA = records_schema()
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class Journal:
+    """Append-only JSON-lines journal of records, flushed to disk at least every interval."""
+
+    def __init__(self, path: str | Path, *, flush_interval_s: float = 1.0, append: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        self._interval = flush_interval_s
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def append(self, record: RequestRecord) -> None:
+        row = {k: _clean(v) for k, v in asdict(record).items()}
+        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.count += 1
+        if time.monotonic() - self._last_flush >= self._interval:
+            self.flush()
+
+    def flush(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self.flush()
+            self._file.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_journal(path: str | Path) -> tuple[list[dict[str, object]], int]:
+    """Rows of a journal and the number of unreadable (e.g. cut-off) lines skipped."""
+    rows: list[dict[str, object]] = []
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                bad += 1  # the line being written when the process died
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                bad += 1
+    return rows, bad
+
+
+def records_table(rows: list[dict[str, object]]) -> pa.Table:
+    """Rows (journal dicts) as an Arrow table; the last row wins for a repeated request id."""
+    latest: dict[str, dict[str, object]] = {}
+    for row in rows:
+        latest[str(row["request_id"])] = row
+    columns = {name: [row.get(name) for row in latest.values()] for name in RECORDS_SCHEMA.names}
+    return pa.table(columns, schema=RECORDS_SCHEMA)
+
+
+def finalize_journal(journal: str | Path, out: str | Path) -> tuple[int, int]:
+    """Write ``requests.parquet`` from a journal; returns (records, skipped lines)."""
+    rows, bad = read_journal(journal)
+    table = records_table(rows)
+    out = Path(out)
+    tmp = out.with_name(out.name + ".partial")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(out)
+    return table.num_rows, bad

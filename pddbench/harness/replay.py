@@ -1,0 +1,235 @@
+"""One replay of a trace against one HTTP endpoint, from plan to finalised run folder.
+
+Owns the sequence: select and plan the sessions, compute each request's theoretical
+cached tokens for the replayed subset, materialise prompts lazily, run the asyncio
+engine with a live view, finalise the journal into ``requests.parquet`` and complete the
+manifest — on success, on error and on Ctrl-C/SIGTERM alike (then ``interrupted`` is
+set and the caller exits 130). Deployment of the systems under test is the caller's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+
+from pddbench.harness.client import ApiConfig
+from pddbench.harness.engine import AsyncioEngine, EngineConfig
+from pddbench.harness.live import LiveView
+from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
+from pddbench.harness.records import Journal, finalize_journal
+from pddbench.harness.rundir import RunPaths, anchor_clock, write_manifest
+from pddbench.harness.session_plan import Selection, plan_requests
+from pddbench.tokens import TokenOracle
+from pddbench.workloads.hitrate import prefix_hits
+from pddbench.workloads.materialize import Materializer
+from pddbench.workloads.schema import Col
+from pddbench.workloads.traceio import Trace
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay (independent of which system is under test)."""
+
+    selection: Selection = field(default_factory=Selection)
+    think_policy: ThinkPolicy = ThinkPolicy.TRACE
+    on_error: OnError = OnError.CONTINUE
+    api: ApiConfig = field(default_factory=ApiConfig)
+    max_concurrency: int | None = None
+    vocab_size: int = 32000
+    first_token_id: int = 1000
+    integrity_seed: int | None = None  # reference servers' output seed: check every token
+    cache_block_size: int | None = None  # engine's block size for theoretical cached tokens
+
+
+@dataclass
+class ReplayPlan:
+    """Everything the engine needs, prepared once and reusable across systems."""
+
+    requests: list[PlannedRequest]
+    table: pa.Table  # the trace rows, indexed by PlannedRequest.row
+    theoretical_cached: dict[str, int]
+    selection_note: str
+
+
+@dataclass
+class ReplayOutcome:
+    paths: RunPaths
+    records: int
+    interrupted: bool
+    errors: int
+
+
+def prepare(trace: Trace, options: ReplayOptions) -> ReplayPlan:
+    """Select sessions and compute theoretical cache hits for exactly the replayed subset."""
+    planned = plan_requests(trace.table, options.selection, think_policy=options.think_policy)
+    rows = np.array(sorted({r.row for r in planned}), dtype=np.int64)
+    subset = trace.table.take(pa.array(rows)) if rows.size else trace.table.slice(0, 0)
+    theoretical: dict[str, int] = {}
+    if subset.num_rows:
+        table_for_cache = subset
+        if options.cache_block_size:
+            table_for_cache = reblock(subset, options.cache_block_size)
+        hits = prefix_hits(table_for_cache)
+        ids = subset.column(Col.REQUEST_ID).to_pylist()
+        theoretical = dict(zip(ids, hits.cached_tokens.tolist(), strict=True))
+    sessions = len({r.session_id for r in planned})
+    span = max((r.arrival_s for r in planned), default=0.0)
+    note = (
+        f"{len(planned)} requests in {sessions} sessions; session starts span {span:.0f} s"
+        f" (speed-up {options.selection.speedup:g})"
+    )
+    return ReplayPlan(planned, trace.table, theoretical, note)
+
+
+def reblock(table: pa.Table, block_size: int) -> pa.Table:
+    """A copy of ``table`` whose block hashes describe blocks of ``block_size`` tokens.
+
+    Only exact multiples of the trace's block size can be derived (position-chained
+    hashes: keep every k-th); smaller engine blocks keep the trace's granularity.
+    """
+    sizes = set(table.column(Col.BLOCK_SIZE).to_pylist())
+    if len(sizes) != 1:
+        return table
+    (trace_bs,) = sizes
+    if block_size % trace_bs or block_size == trace_bs:
+        return table
+    k = block_size // trace_bs
+    lists = table.column(Col.BLOCK_HASHES).to_pylist()
+    coarse = [h[k - 1 :: k] for h in lists]
+    idx = table.schema.get_field_index(Col.BLOCK_HASHES)
+    table = table.set_column(idx, Col.BLOCK_HASHES, pa.array(coarse, type=pa.list_(pa.uint64())))
+    bs_idx = table.schema.get_field_index(Col.BLOCK_SIZE)
+    return table.set_column(
+        bs_idx, Col.BLOCK_SIZE, pa.array(np.full(table.num_rows, block_size, dtype=np.int32))
+    )
+
+
+def prompt_function(
+    plan: ReplayPlan, options: ReplayOptions
+) -> Callable[[PlannedRequest], list[int]]:
+    """Lazy prompt materialisation for a request (by its trace row)."""
+    hashes = plan.table.column(Col.BLOCK_HASHES)
+    sizes = plan.table.column(Col.BLOCK_SIZE)
+    materializers: dict[int, Materializer] = {}
+
+    def prompt(req: PlannedRequest) -> list[int]:
+        bs = int(sizes[req.row].as_py())
+        m = materializers.get(bs)
+        if m is None:
+            m = Materializer(bs, vocab_size=options.vocab_size, first_id=options.first_token_id)
+            materializers[bs] = m
+        row_hashes = hashes[req.row].values.to_numpy(zero_copy_only=False)
+        return m.prompt(row_hashes, req.input_length, request_id=req.request_id)
+
+    return prompt
+
+
+async def _execute(
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    base_url: str,
+    paths: RunPaths,
+    manifest: dict[str, object],
+    live: LiveView | None,
+) -> tuple[int, bool]:
+    origin = time.monotonic()
+    anchor_clock(manifest, origin)
+    write_manifest(paths, manifest)
+    oracle = None
+    if options.integrity_seed is not None:
+        seed = options.integrity_seed
+
+        def oracle(req: PlannedRequest) -> Callable[[int], int]:
+            return TokenOracle(seed, req.request_id)
+
+    journal = Journal(paths.journal)
+    engine = AsyncioEngine(
+        SessionPlayer(plan.requests, on_error=options.on_error),
+        EngineConfig(
+            base_url=base_url.rstrip("/"),
+            api=options.api,
+            max_concurrency=options.max_concurrency,
+            cached_tokens_theoretical=plan.theoretical_cached,
+        ),
+        journal,
+        prompt_function(plan, options),
+        oracle_fn=oracle,
+        clock_origin=origin,
+    )
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def on_signal() -> None:
+        nonlocal interrupted
+        interrupted = True
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal)
+    view_task = None
+    if live is not None:
+        view_task = loop.create_task(live.run(engine.stats, total=len(plan.requests)))
+    try:
+        await engine.run()
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+    finally:
+        if view_task is not None:
+            view_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await view_task
+        journal.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+    return engine.stats.errors, interrupted
+
+
+def run_replay(
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    base_url: str,
+    paths: RunPaths,
+    manifest: dict[str, object],
+    *,
+    live: LiveView | None = None,
+) -> ReplayOutcome:
+    """Replay ``plan`` against ``base_url``; always finalises the run folder."""
+    manifest["replay"] = {
+        "target": base_url,
+        "selection": asdict(options.selection),
+        "think_policy": str(options.think_policy),
+        "on_error": str(options.on_error),
+        "api": {
+            k: str(v) if not isinstance(v, int | float | bool) else v
+            for k, v in asdict(options.api).items()
+        },
+        "max_concurrency": options.max_concurrency,
+        "integrity_seed": options.integrity_seed,
+        "plan": plan.selection_note,
+    }
+    errors, interrupted = 0, False
+    try:
+        errors, interrupted = asyncio.run(_execute(plan, options, base_url, paths, manifest, live))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        records, skipped_lines = finalize_journal(paths.journal, paths.requests)
+        manifest["ended_at"] = datetime.now(UTC).isoformat()
+        manifest["status"] = "interrupted" if interrupted else "complete"
+        manifest["records"] = records
+        manifest["journal_unreadable_lines"] = skipped_lines
+        write_manifest(paths, manifest)
+    return ReplayOutcome(paths, records, interrupted, errors)

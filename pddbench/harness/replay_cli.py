@@ -1,0 +1,223 @@
+"""``pddbench replay``: the main job — replay a trace against one or more systems and compare.
+
+Parses options into :class:`ReplayOptions`, loads the trace (a missing file gets a
+one-line hint on how to make one), then either drives an existing endpoint
+(``--target URL``: no deployment, no emulation, and the manifest says so) or deploys
+each scenario in turn and replays the same plan against it. Ends with a comparison table
+and the run folders; exits 130 when interrupted, 1 when any run had failed requests
+only if ``--fail-on-errors`` is given.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from pddbench.errors import UserError
+from pddbench.harness.client import ApiConfig, ApiKind
+from pddbench.harness.player import OnError, ThinkPolicy
+from pddbench.harness.replay import ReplayOptions
+from pddbench.harness.session_plan import Selection
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
+
+DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
+
+
+def parse_duration(text: str, what: str) -> float:
+    """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UserError(f"{what}: {text!r} is not a duration (e.g. 90, 30s, 10m, 2h, 3d)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START/DURATION`` (both durations from the trace's start) → (start_s, duration_s)."""
+    if "/" not in text:
+        raise UserError(f"--window {text!r}: expected START/DURATION, e.g. 3d/10m")
+    start, duration = text.split("/", 1)
+    return parse_duration(start, "--window start"), parse_duration(duration, "--window duration")
+
+
+def build_options(
+    *,
+    window: str | None,
+    sample: float,
+    speedup: float,
+    max_requests: int | None,
+    seed: int,
+    think_policy: str,
+    on_error: str,
+    api: str,
+    model: str | None,
+    max_concurrency: int | None,
+    timeout: str,
+    stall_timeout: str,
+    token_times: bool,
+) -> ReplayOptions:
+    """Command-line values → validated :class:`ReplayOptions` (one-line errors)."""
+    start = duration = None
+    if window:
+        start, duration = parse_window(window)
+    try:
+        selection = Selection(
+            window_start_s=start,
+            window_duration_s=duration,
+            sample=sample,
+            max_requests=max_requests,
+            speedup=speedup,
+            seed=seed,
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if max_concurrency is not None and max_concurrency <= 0:
+        raise UserError("--max-concurrency must be > 0")
+    return ReplayOptions(
+        selection=selection,
+        think_policy=ThinkPolicy(think_policy),
+        on_error=OnError(on_error),
+        api=ApiConfig(
+            kind=ApiKind(api),
+            model=model,
+            request_timeout_s=parse_duration(timeout, "--timeout"),
+            stall_timeout_s=parse_duration(stall_timeout, "--stall-timeout"),
+            keep_token_times=token_times,
+        ),
+        max_concurrency=max_concurrency,
+    )
+
+
+def selection_options(f):
+    """The trace-selection and timing options shared by replay-like commands."""
+    opts = [
+        click.option(
+            "--window",
+            metavar="START/DURATION",
+            help="Replay task groups starting in this window of the trace "
+            "(offsets from the trace start, e.g. 3d/10m).",
+        ),
+        click.option(
+            "--sample",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Fraction of task groups to keep (whole sessions, deterministic).",
+        ),
+        click.option(
+            "--speedup",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Compress session arrivals by this factor (think times stay real).",
+        ),
+        click.option(
+            "--max-requests",
+            type=int,
+            default=None,
+            help="Keep task groups in start order up to this many requests.",
+        ),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option(
+            "--think-policy",
+            type=click.Choice([p.value for p in ThinkPolicy]),
+            default=ThinkPolicy.TRACE.value,
+            show_default=True,
+            help="Think time between turns: from the trace (falling back to the "
+            "arrival gap), the arrival gap, or zero.",
+        ),
+        click.option(
+            "--on-error",
+            type=click.Choice([p.value for p in OnError]),
+            default=OnError.CONTINUE.value,
+            show_default=True,
+            help="After a failed turn: send the session's next turns anyway, or "
+            "skip them (recorded as skipped).",
+        ),
+        click.option(
+            "--api",
+            type=click.Choice([k.value for k in ApiKind]),
+            default=ApiKind.OPENAI.value,
+            show_default=True,
+        ),
+        click.option("--model", default=None, help="Model name to send (OpenAI API)."),
+        click.option(
+            "--max-concurrency",
+            type=int,
+            default=None,
+            help="Cap on in-flight requests (waiting is recorded as client queueing).",
+        ),
+        click.option("--timeout", default="15m", show_default=True, help="Whole-request limit."),
+        click.option(
+            "--stall-timeout",
+            default="120s",
+            show_default=True,
+            help="Longest silence within a stream before the request fails.",
+        ),
+        click.option(
+            "--token-times", is_flag=True, help="Keep every token's arrival time in the records."
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@click.command("replay")
+@click.option(
+    "--trace",
+    "trace_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Canonical trace (parquet) to replay.",
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    metavar="NAME|FILE",
+    help="Scenario(s) to deploy and compare; default: same-dc-pd, cross-dc-pd, pdd.",
+)
+@click.option(
+    "--target",
+    default=None,
+    metavar="URL",
+    help="Drive an existing endpoint instead of deploying (no emulation).",
+)
+@click.option(
+    "--out",
+    "out_root",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Folder that receives one sub-folder per run.",
+)
+@click.option("--label", default=None, help="Run label (default: scenario name or 'target').")
+@selection_options
+def replay(
+    trace_path: Path,
+    scenarios: tuple[str, ...],
+    target: str | None,
+    out_root: Path,
+    label: str | None,
+    **kw: object,
+) -> None:
+    """Replay agentic sessions from TRACE against the systems under test."""
+    from pddbench.harness.replay_main import replay_main
+
+    options = build_options(**kw)  # type: ignore[arg-type]
+    code = replay_main(
+        trace_path=trace_path,
+        scenarios=scenarios or (() if target else DEFAULT_SCENARIOS),
+        target=target,
+        out_root=out_root,
+        label=label,
+        options=options,
+        argv=["pddbench", *sys.argv[1:]],
+    )
+    if code:
+        raise click.exceptions.Exit(code)

@@ -1,0 +1,101 @@
+"""``pddbench trace import``: convert public traces to canonical trace files.
+
+A click group ``trace_import`` (command name ``import``) with one sub-command per format.
+Each runs its importer, writes the result with ``traceio.write_trace`` (source record and
+epoch in the file metadata), prints warnings to stderr and one summary line to stdout.
+Malformed input surfaces as :class:`~pddbench.errors.TraceError` (one line), which the
+root ``pddbench`` command turns into its error message and exit status.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pddbench.workloads.importers.azure import AZURE_BLOCK_SIZE, import_azure
+from pddbench.workloads.importers.common import ImportResult
+from pddbench.workloads.importers.mooncake import import_mooncake
+from pddbench.workloads.importers.weka import SESSION_STARTS, import_weka
+from pddbench.workloads.traceio import write_trace
+
+_PATH = click.Path(path_type=Path, dir_okay=True, file_okay=True)
+_OUTPUT = click.option(
+    "-o", "--output", type=click.Path(path_type=Path, dir_okay=False), required=True,
+    help="Canonical trace file to write (parquet).",
+)
+
+
+def _write(result: ImportResult, output: Path) -> None:
+    path = write_trace(result.table, output, source=result.source, epoch=result.epoch)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(
+        f"{result.num_requests} requests, {result.num_sessions} sessions -> {path}"
+    )
+
+
+@click.group("import")
+def trace_import() -> None:
+    """Convert a public trace (Mooncake, WEKA, Azure) to a canonical trace file."""
+
+
+@trace_import.command("mooncake")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@click.option(
+    "--min-match-blocks", type=int, default=2, show_default=True,
+    help="Fewest full blocks a request must share with an earlier one to continue it "
+    "(block 0 is a system prompt shared by every request).",
+)
+def mooncake_command(src: Path, output: Path, min_match_blocks: int) -> None:
+    """Mooncake JSONL (512-token block hashes); sessions are rebuilt from prefixes."""
+    _write(import_mooncake(src, min_match_blocks=min_match_blocks), output)
+
+
+@trace_import.command("weka")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@click.option(
+    "--block-size", type=int, default=None,
+    help="Re-block to this many tokens per block, a multiple of the file's (64). "
+    "[default: the file's]",
+)
+@click.option(
+    "--session-gap", "session_gap_s", type=float, default=60.0, show_default=True,
+    help="Mean (poisson) or exact (fixed) seconds between conversation starts.",
+)
+@click.option(
+    "--session-start", type=click.Choice(SESSION_STARTS), default="poisson", show_default=True,
+    help="How conversation start times are drawn.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for poisson starts.")
+def weka_command(
+    src: Path,
+    output: Path,
+    block_size: int | None,
+    session_gap_s: float,
+    session_start: str,
+    seed: int,
+) -> None:
+    """WEKA agentic JSON: a trace_*.json file or a directory of them."""
+    result = import_weka(
+        src,
+        block_size=block_size,
+        session_gap_s=session_gap_s,
+        session_start=session_start,  # type: ignore[arg-type]
+        seed=seed,
+    )
+    _write(result, output)
+
+
+@trace_import.command("azure")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@click.option(
+    "--block-size", type=int, default=AZURE_BLOCK_SIZE, show_default=True,
+    help="Tokens per block of the (never shared) block hashes.",
+)
+def azure_command(src: Path, output: Path, block_size: int) -> None:
+    """Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens)."""
+    _write(import_azure(src, block_size=block_size), output)

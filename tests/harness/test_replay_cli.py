@@ -1,0 +1,197 @@
+"""`pddbench replay --target` end to end as real processes: records, signals, crash recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pddbench.workloads.traceio import build_table, write_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+PDDBENCH = [sys.executable, "-m", "pddbench"]
+
+
+def _trace(path: Path, sessions: int = 20, turns: int = 3) -> Path:
+    rows = {k: [] for k in ("rid", "sid", "turn", "arr", "inp", "parent", "hashes", "think")}
+    for s in range(sessions):
+        for t in range(turns):
+            rows["rid"].append(f"s{s}-t{t}")
+            rows["sid"].append(f"s{s}")
+            rows["turn"].append(t)
+            rows["arr"].append(0.05 * s + t)
+            rows["inp"].append(64 * (t + 1))
+            rows["parent"].append(f"s{s}-t{t - 1}" if t else None)
+            rows["hashes"].append([1000 * s + b for b in range(t + 1)])
+            rows["think"].append(0.02 if t else None)
+    table = build_table(
+        request_id=rows["rid"],
+        session_id=rows["sid"],
+        turn_index=rows["turn"],
+        arrival_s=rows["arr"],
+        input_length=rows["inp"],
+        output_length=[16] * len(rows["rid"]),
+        block_size=64,
+        block_hashes=rows["hashes"],
+        parent_request_id=rows["parent"],
+        think_time_s=rows["think"],
+    )
+    return write_trace(table, path)
+
+
+@pytest.fixture
+def server():
+    def start(tokens_per_chunk: int = 1, delay: float = 0.0):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.harness.sse_server", str(tokens_per_chunk), str(delay)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        procs.append(proc)
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        return url
+
+    procs: list[subprocess.Popen] = []
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _run_dir(out: Path) -> Path:
+    (run,) = list(out.iterdir())
+    return run
+
+
+def test_replay_target_records_every_request_once(tmp_path, server) -> None:
+    url = server(tokens_per_chunk=2)
+    trace = _trace(tmp_path / "t.parquet")
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--trace", str(trace), "--target", url, "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    run = _run_dir(tmp_path / "o")
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(df) == 60 and df.request_id.is_unique and (df.status == "ok").all()
+    assert (df.output_tokens == 16).all()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["records"] == 60
+    assert manifest["trace"]["digest"].startswith("blake2b:")
+    assert manifest["scenario"]["deployment"] == "external"
+    # theoretical cached tokens: turn t reuses t full blocks of 64 from turn t-1
+    by = df.set_index("request_id")
+    assert by.loc["s3-t2", "cached_tokens_theoretical"] == 128
+    assert "target" in res.stdout and "ttft_p50_s" in res.stdout
+
+
+def test_missing_trace_one_line_hint(tmp_path) -> None:
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(tmp_path / "nope.parquet"),
+            "--target",
+            "http://127.0.0.1:9",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "pddbench trace synth" in res.stderr
+
+
+def test_unreachable_target_records_connect_errors(tmp_path) -> None:
+    trace = _trace(tmp_path / "t.parquet", sessions=3, turns=2)
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(trace),
+            "--target",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0 and "Traceback" not in res.stderr
+    df = pq.read_table(_run_dir(tmp_path / "o") / "requests.parquet").to_pandas()
+    assert len(df) == 6 and (df.error_class == "connect").all()
+
+
+def _start_slow_replay(tmp_path: Path, url: str) -> subprocess.Popen:
+    trace = _trace(tmp_path / "t.parquet", sessions=30, turns=4)
+    return subprocess.Popen(
+        [*PDDBENCH, "replay", "--trace", str(trace), "--target", url, "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _wait_for_records(run_parent: Path, at_least: int, timeout: float = 30.0) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = list(run_parent.iterdir()) if run_parent.exists() else []
+        if runs and (runs[0] / "journal.jsonl").exists():
+            lines = (runs[0] / "journal.jsonl").read_text().count("\n")
+            if lines >= at_least:
+                return runs[0]
+        time.sleep(0.1)
+    raise AssertionError("replay produced no records in time")
+
+
+def test_sigint_finalises_partial_results_and_exits_130(tmp_path, server) -> None:
+    url = server(tokens_per_chunk=1, delay=0.05)  # 16 tokens -> ~0.8 s per request
+    proc = _start_slow_replay(tmp_path, url)
+    _wait_for_records(tmp_path / "o", 5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    run = _run_dir(tmp_path / "o")
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(df) >= 5 and df.request_id.is_unique
+    assert (df.status == "cancelled").any()  # in-flight requests were recorded, not lost
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
+    url = server(tokens_per_chunk=1, delay=0.05)
+    proc = _start_slow_replay(tmp_path, url)
+    run = _wait_for_records(tmp_path / "o", 8)
+    time.sleep(1.2)  # at least one flush interval after the records we count on
+    flushed = (run / "journal.jsonl").read_text().count("\n")
+    proc.kill()
+    proc.wait(timeout=10)
+    assert not (run / "requests.parquet").exists()
+    res = subprocess.run(
+        [*PDDBENCH, "finalize", str(run)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(df) >= flushed and df.request_id.is_unique
+    assert json.loads((run / "manifest.json").read_text())["status"] == "recovered"
