@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pddbench.workloads.schema import Col
 
@@ -60,54 +59,62 @@ def arrival_order(table: pa.Table) -> np.ndarray | None:
 
 
 def _full_block_lists(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flat full-block hashes in row order: (values, row_starts, full_counts)."""
-    lists = table.column(Col.BLOCK_HASHES).combine_chunks()
-    if isinstance(lists, pa.ChunkedArray):  # an empty table
-        lists = pa.array([], type=pa.list_(pa.uint64()))
+    """Flat full-block hashes in row order: (values, row_starts, full_counts).
+
+    One pass over the list column's chunks into one preallocated array: entries past a
+    row's full blocks (the partial last block) are dropped; nothing is copied twice.
+    """
     input_length = table.column(Col.INPUT_LENGTH).to_numpy(zero_copy_only=False).astype(np.int64)
     block_size = table.column(Col.BLOCK_SIZE).to_numpy(zero_copy_only=False).astype(np.int64)
-    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    chunks = [c for c in table.column(Col.BLOCK_HASHES).chunks if len(c)]
+    lengths = np.concatenate(
+        [np.diff(c.offsets.to_numpy().astype(np.int64)) for c in chunks] or [np.zeros(0, int)]
+    )
     full = np.minimum(input_length // np.maximum(block_size, 1), lengths)
-    offsets = lists.offsets.to_numpy().astype(np.int64)
-    # a sliced list array's offsets point into a larger child: rebase onto our slice
-    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
-    offsets -= offsets[0]
-    starts = offsets[:-1]
-    if np.array_equal(full, lengths):
-        return values, starts, full
-    # drop the trailing (partial or surplus) entries of rows that carry them
-    keep = np.ones(values.size, dtype=bool)
-    surplus = lengths - full
-    rows = np.flatnonzero(surplus > 0)
-    for k in range(int(surplus.max()) if rows.size else 0):
-        sel = rows[surplus[rows] > k]
-        keep[offsets[1:][sel] - 1 - k] = False
-    kept_values = values[keep]
-    new_starts = np.zeros(full.size, dtype=np.int64)
+    starts = np.zeros(full.size, dtype=np.int64)
     if full.size > 1:
-        np.cumsum(full[:-1], out=new_starts[1:])
-    return kept_values, new_starts, full
+        np.cumsum(full[:-1], out=starts[1:])
+    values = np.empty(int(full.sum()), dtype=np.uint64)
+    row = 0
+    for chunk in chunks:
+        n = len(chunk)
+        offsets = chunk.offsets.to_numpy().astype(np.int64)
+        # a sliced list array's offsets point into a larger child: rebase onto our slice
+        child = chunk.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+        offsets -= offsets[0]
+        chunk_full = full[row : row + n]
+        out = values[starts[row] : starts[row] + int(chunk_full.sum())]
+        surplus = np.diff(offsets) - chunk_full
+        if not surplus.any():
+            out[:] = child
+        else:
+            keep = np.ones(child.size, dtype=bool)
+            rows = np.flatnonzero(surplus > 0)
+            for k in range(int(surplus.max())):
+                sel = rows[surplus[rows] > k]
+                keep[offsets[sel] + chunk_full[sel] + k] = False
+            np.compress(keep, child, out=out)
+        row += n
+    return values, starts, full
 
 
 def _unbounded_matched_blocks(
     values: np.ndarray, starts: np.ndarray, full: np.ndarray
 ) -> np.ndarray:
-    """Leading-run length of previously seen hashes, per row (rows in arrival order)."""
-    n = full.size
+    """Leading run of previously seen hashes, per row (rows in arrival order)."""
+    matched = full.copy()
     if values.size == 0:
-        return np.zeros(n, dtype=np.int64)
+        return matched
     seen_before = pd.Series(values, copy=False).duplicated(keep="first").to_numpy()
-    # cum[i] = number of seen blocks among the first i flat entries
-    cum = np.zeros(values.size + 1, dtype=np.int64 if values.size >= 2**31 else np.int32)
-    np.cumsum(seen_before, out=cum[1:])
-    seen_in_row = (cum[starts + full] - cum[starts]).astype(np.int64)
-    # Chained hashes make "seen" prefix-closed within a row, so the leading run equals
-    # the row's seen count; verify that and fall back to a scan where it does not hold.
-    leading_ok = (cum[starts + seen_in_row] - cum[starts]) == seen_in_row
-    matched = seen_in_row
-    for row in np.flatnonzero(~leading_ok):
-        segment = seen_before[starts[row] : starts[row] + full[row]]
-        matched[row] = int(np.argmin(segment))  # first miss (exists: seen count < length)
+    miss_idx = np.flatnonzero(~seen_before)
+    if miss_idx.size:
+        # map each miss to its row (rows with blocks only), keep the first miss per row
+        nonempty = np.flatnonzero(full > 0)
+        miss_row = nonempty[np.searchsorted(starts[nonempty], miss_idx, side="right") - 1]
+        first = np.ones(miss_row.size, dtype=bool)
+        first[1:] = miss_row[1:] != miss_row[:-1]
+        rows = miss_row[first]
+        matched[rows] = miss_idx[first] - starts[rows]
     return matched
 
 

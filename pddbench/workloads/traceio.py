@@ -127,7 +127,7 @@ def _read_parquet(path: Path) -> pa.Table:
         raise TraceError(f"{path}: is a directory, expected a trace parquet file")
     try:
         return pq.read_table(path)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TraceError(
             f"{path}: not a readable parquet trace ({first_line})",
