@@ -1,0 +1,142 @@
+"""Traffic-control requests for one shaped link direction, built without touching the kernel.
+
+This module owns the numbers: HTB rate and burst, queue limits from the bandwidth-delay
+product, and the netem options (delay and jitter in µs, loss in %, limit in packets) in
+the exact keyword form pyroute2's ``IPRoute.tc`` takes. ``links`` sends them. Pure.
+
+Layout on the egress interface of the sending switch:
+
+* ``kernel`` backend: ``htb 1:`` → class ``1:10`` (rate, burst) → ``netem 10:``. netem's
+  tfifo holds both the delay line and the bottleneck queue, so its limit is at least
+  2 × BDP. Jitter without a netem ``rate`` reorders packets (netem sorts by send time);
+  when jitter is asked for we also give netem the link rate, which makes it compute each
+  packet's send time from the previous packet's (never earlier), i.e. no reordering —
+  the same rule as the userspace delay line (due = max(previous due, now + delay + jitter)).
+  pyroute2 cannot encode netem distribution tables, so normal jitter uses the userspace
+  delay line even when netem exists (``choose_backend``).
+* ``nfqueue`` backend: ``htb 1:`` → class ``1:10`` → ``pfifo 10:`` (the bottleneck queue);
+  delay, jitter and loss are applied before it by the NFQUEUE delay daemon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pddbench.netem.topology_config import Shape
+
+MTU_BYTES = 1500
+MIN_BURST_BYTES = 256 * 1024
+HTB_ROOT = 0x10000  # 1:
+HTB_CLASS = 0x10010  # 1:10
+LEAF = 0x100000  # 10:
+DEFAULT_LIMIT_PKTS = 1000
+UNSHAPED_RATE_MBIT = 100_000.0  # HTB rate standing in for "no limit" (100 Gbit/s)
+NETEM_RATE_MAX_BYTES = (1 << 32) - 1  # pyroute2 has no TCA_NETEM_RATE64
+
+ShapingBackend = Literal["kernel", "nfqueue"]
+
+
+@dataclass(frozen=True)
+class TcRequest:
+    """One ``IPRoute.tc(command, kind, index, handle, **kwargs)`` call."""
+
+    command: str
+    kind: str
+    handle: int
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def rate_bytes_per_s(rate_mbit: float) -> int:
+    return int(rate_mbit * 1_000_000 / 8)
+
+
+def bdp_bytes(rate_mbit: float, rtt_ms: float) -> int:
+    """Bandwidth-delay product in bytes."""
+    return int(rate_mbit * 1_000_000 / 8 * rtt_ms / 1000)
+
+
+def bdp_packets(rate_mbit: float, rtt_ms: float) -> int:
+    return max(1, -(-bdp_bytes(rate_mbit, rtt_ms) // MTU_BYTES))
+
+
+def htb_burst_bytes(rate_mbit: float) -> int:
+    """About 1 ms worth of bytes at ``rate_mbit``, at least 256 KiB (see NETWORK.md)."""
+    return max(MIN_BURST_BYTES, rate_bytes_per_s(rate_mbit) // 1000)
+
+
+def bottleneck_limit_pkts(shape: Shape) -> int:
+    """The bottleneck queue in packets: configured, else max(1000, 1 × BDP at 2·delay)."""
+    if shape.limit_pkts is not None:
+        return shape.limit_pkts
+    rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
+    return max(DEFAULT_LIMIT_PKTS, bdp_packets(rate, 2 * shape.delay_ms + 2 * shape.jitter_ms))
+
+
+def delay_line_limit_pkts(shape: Shape) -> int:
+    """Packets the delay stage must be able to hold: ≥ 2 × BDP plus the bottleneck queue."""
+    rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
+    one_way = shape.delay_ms + 3 * shape.jitter_ms
+    return max(2 * bdp_packets(rate, one_way), DEFAULT_LIMIT_PKTS) + bottleneck_limit_pkts(shape)
+
+
+def htb_requests(shape: Shape, command: str = "add") -> list[TcRequest]:
+    """The HTB root qdisc and its single class carrying all traffic at the link rate."""
+    rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
+    burst = htb_burst_bytes(rate)
+    klass = TcRequest(
+        command=f"{command}-class",
+        kind="htb",
+        handle=HTB_CLASS,
+        kwargs={
+            "parent": HTB_ROOT,
+            "rate": rate_bytes_per_s(rate),  # pyroute2: a bare int is bytes/s
+            "ceil": rate_bytes_per_s(rate),
+            "burst": burst,
+            "cburst": burst,
+        },
+    )
+    if command != "add":
+        return [klass]
+    root = TcRequest(command="add", kind="htb", handle=HTB_ROOT, kwargs={"default": 0x10})
+    return [root, klass]
+
+
+def netem_kwargs(shape: Shape, *, down: bool = False) -> dict[str, Any]:
+    """pyroute2 netem keywords for ``shape``: delay/jitter in µs, loss in %, limit in packets."""
+    if shape.jitter_dist != "uniform" and shape.jitter_ms > 0:
+        raise ValueError("pyroute2 cannot encode netem distribution tables; use nfqueue")
+    kwargs: dict[str, Any] = {
+        "parent": HTB_CLASS,
+        "delay": round(shape.delay_ms * 1000),
+        "jitter": round(shape.jitter_ms * 1000),
+        "loss": 100.0 if down else shape.loss_pct,
+        "limit": delay_line_limit_pkts(shape),
+    }
+    if shape.jitter_ms > 0:
+        # A netem rate makes send times monotonic: jitter without reordering.
+        rate = rate_bytes_per_s(shape.rate_mbit or UNSHAPED_RATE_MBIT)
+        kwargs["rate"] = min(rate, NETEM_RATE_MAX_BYTES)
+    return kwargs
+
+
+def leaf_request(backend: ShapingBackend, shape: Shape, command: str = "add") -> TcRequest:
+    """The HTB class's child: netem (kernel backend) or a pfifo bottleneck queue."""
+    if backend == "kernel":
+        return TcRequest(command=command, kind="netem", handle=LEAF, kwargs=netem_kwargs(shape))
+    return TcRequest(
+        command=command,
+        kind="pfifo",
+        handle=LEAF,
+        kwargs={"parent": HTB_CLASS, "limit": bottleneck_limit_pkts(shape)},
+    )
+
+
+def shaping_requests(backend: ShapingBackend, shape: Shape) -> list[TcRequest]:
+    """Everything to install on a fresh egress interface, in order."""
+    return [*htb_requests(shape), leaf_request(backend, shape)]
+
+
+def representable_in_netem(shape: Shape) -> bool:
+    """Whether the kernel backend can express ``shape`` through pyroute2."""
+    return not (shape.jitter_ms > 0 and shape.jitter_dist != "uniform")

@@ -1,0 +1,84 @@
+"""TCP settings inside the emulated namespaces, and per-socket congestion control.
+
+Socket buffers must hold at least 2 × the bandwidth-delay product or a long path is
+window-limited (NETWORK.md: ~0.35 Gbit/s on 60 ms RTT with defaults). ``tcp_sysctls``
+says what to write in each namespace; ``net.core.rmem_max``/``wmem_max`` are read-only in
+child namespaces on some kernels (6.x), which is recorded, not fatal: autotuning is bounded
+by ``tcp_rmem``/``tcp_wmem``. The default congestion control cannot be changed from a child
+namespace, so it is chosen per socket (``set_congestion``) and recorded with
+``tcp_slow_start_after_idle``.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from dataclasses import dataclass, field
+
+from pddbench.errors import UserError
+from pddbench.netem.plan import TopologyPlan
+from pddbench.netem.shaping import UNSHAPED_RATE_MBIT, bdp_bytes
+
+RECORDED_KEYS = (
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_available_congestion_control",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+)
+
+
+@dataclass
+class TcpSettings:
+    """What the namespaces' TCP stacks were set to, as recorded with results."""
+
+    buffer_bytes: int
+    values: dict[str, str] = field(default_factory=dict)  # read back from one host namespace
+    write_errors: dict[str, str] = field(default_factory=dict)
+
+
+def buffer_bytes(plan: TopologyPlan) -> int:
+    """max(configured buffer, 2 × the largest BDP of any link direction)."""
+    largest = 0
+    for d in plan.directions():
+        rtt = 2 * (d.shape.delay_ms + 3 * d.shape.jitter_ms)
+        largest = max(largest, bdp_bytes(d.shape.rate_mbit or UNSHAPED_RATE_MBIT, rtt))
+    return max(plan.tcp_buffer_bytes, 2 * largest)
+
+
+def tcp_sysctls(buffer: int, *, router: bool) -> dict[str, str]:
+    values = {
+        "net.ipv6.conf.all.disable_ipv6": "1",
+        "net.ipv6.conf.default.disable_ipv6": "1",
+        "net.ipv4.tcp_rmem": f"4096 131072 {buffer}",
+        "net.ipv4.tcp_wmem": f"4096 16384 {buffer}",
+        "net.core.rmem_max": str(buffer),
+        "net.core.wmem_max": str(buffer),
+    }
+    if router:
+        values["net.ipv4.ip_forward"] = "1"
+    return values
+
+
+def set_congestion(sock: socket.socket, name: str) -> None:
+    """Use congestion control ``name`` (e.g. "cubic", "bbr") on one TCP socket."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.EPERM):
+            try:
+                with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+                    available = f.read().strip()
+            except OSError:
+                available = "?"
+            raise UserError(
+                f"congestion control {name!r} is not available here (available: {available})"
+            ) from exc
+        raise
+
+
+def get_congestion(sock: socket.socket) -> str:
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+    return raw.split(b"\0", 1)[0].decode()

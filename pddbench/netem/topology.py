@@ -1,0 +1,479 @@
+"""A running emulated network: build it from a plan, use it, tear it down completely.
+
+``with Topology.up(config, run_id=...) as topo:`` creates one namespace per site switch
+(a bridge for the intra-site segment, routed WAN veths to other sites), per instance and
+per client, all through pyroute2 inside the namespaces (nothing in the root namespace,
+no default route anywhere), shapes every WAN direction (``links``), sizes TCP buffers
+(``tcp``), and records everything in a run state file (``state``) as it goes. On exit —
+normal, exception, SIGINT or SIGTERM — it kills every process inside its namespaces and
+deletes them; a SIGKILLed owner leaves a state file that ``cleanup`` uses.
+
+It must not know about LLM servers: ``spawn`` starts any argv inside an instance's
+namespace with PDEATHSIG, and ``address`` says where to reach it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from pddbench.errors import UserError
+from pddbench.netem import nsutil
+from pddbench.netem.backend import Capabilities, choose_backend, detect_capabilities
+from pddbench.netem.cleanup import CleanupReport, remove_namespaces
+from pddbench.netem.delayline import DelaySettings
+from pddbench.netem.links import ShapedDirection, apply_tc
+from pddbench.netem.plan import (
+    EMULATED_NET,
+    PREFIX,
+    HostPlan,
+    SwitchPlan,
+    TopologyPlan,
+    WanPlan,
+    plan_topology,
+)
+from pddbench.netem.probe import (
+    Endpoint,
+    LinkProbe,
+    expected_rtt,
+    measure_goodput,
+    measure_rtt,
+    summarize_rtt,
+)
+from pddbench.netem.schedule import (
+    ChangeDirection,
+    ChangeRecord,
+    LinkChange,
+    Schedule,
+    ScheduleRunner,
+)
+from pddbench.netem.shaping import shaping_requests
+from pddbench.netem.state import ProcessRecord, RunState, process_start_ticks
+from pddbench.netem.tcp import RECORDED_KEYS, TcpSettings, buffer_bytes, tcp_sysctls
+from pddbench.netem.topology_config import NetworkConfig, Shape
+
+
+def _address_up(ipr: Any, ifname: str, address: str, prefix_len: int) -> int:
+    index = ipr.link_lookup(ifname=ifname)[0]
+    ipr.addr("add", index=index, address=address, prefixlen=prefix_len)
+    ipr.link("set", index=index, state="up")
+    return index
+
+
+def _wire_switch(ipr: Any, sw: SwitchPlan, members: list[HostPlan]) -> None:
+    ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+    ipr.link("add", ifname=sw.bridge, kind="bridge")
+    bridge = _address_up(ipr, sw.bridge, sw.address, 24)
+    for host in members:
+        peer = {"ifname": host.ifname, "net_ns_fd": host.netns}
+        ipr.link("add", ifname=host.port_ifname, kind="veth", peer=peer)
+        port = ipr.link_lookup(ifname=host.port_ifname)[0]
+        ipr.link("set", index=port, master=bridge, state="up")
+
+
+def _wire_host(ipr: Any, host: HostPlan) -> None:
+    ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+    _address_up(ipr, host.ifname, host.address, host.prefix_len)
+    ipr.route("add", dst=str(EMULATED_NET), gateway=host.gateway)
+
+
+def _wire_wan_a(ipr: Any, wan: WanPlan, peer_netns: str) -> None:
+    peer = {"ifname": wan.b_ifname, "net_ns_fd": peer_netns}
+    ipr.link("add", ifname=wan.a_ifname, kind="veth", peer=peer)
+    _address_up(ipr, wan.a_ifname, wan.a_address, wan.prefix_len)
+
+
+class Terminated(Exception):
+    """SIGTERM/SIGHUP arrived while a topology was up."""
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    name: str
+    kind: str
+    site: str
+    netns: str
+    address: str
+
+
+@dataclass
+class TopologyReport:
+    """How the network was emulated, to be stored with results."""
+
+    run_id: str
+    scale: float
+    netem_available: bool
+    netem_probe: str
+    backends: dict[str, str]  # "link:direction" -> "backend (reason)"
+    daemons: dict[str, dict[str, Any]]
+    tcp: TcpSettings
+    notes: list[str] = field(default_factory=list)
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(3)
+
+
+def guard_client_namespace(address: str) -> None:
+    """Refuse to reach an emulated address from outside our namespaces (e.g. the root one).
+
+    From the root namespace 198.18.0.0/15 is routed to the real network, so a client there
+    would silently measure something else. Call it before a client connects.
+    """
+    if ipaddress.ip_address(address) in EMULATED_NET and not nsutil.in_named_netns(PREFIX):
+        raise UserError(
+            f"refusing to reach emulated address {address} from outside the emulated network"
+            " (this is the root network namespace); start the client with Topology.spawn"
+        )
+
+
+@contextlib.contextmanager
+def _signals_raise(enabled: bool) -> Iterator[None]:
+    """Turn SIGTERM/SIGHUP into an exception (SIGINT already is one) so teardown runs."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    owner = os.getpid()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if os.getpid() != owner:  # a forked child that has not exec'd yet: die as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+class Topology:
+    """Owns the namespaces, links, shaping and processes of one run."""
+
+    def __init__(self, config: NetworkConfig, run_id: str, *, seed: int | None = None) -> None:
+        self.config = config
+        self.plan: TopologyPlan = plan_topology(config, run_id)
+        self.run_id = run_id
+        self.seed = seed
+        self.state = RunState.new(run_id, self.plan.prefix, config.model_dump(mode="json"))
+        self.directions: dict[str, ShapedDirection] = {}
+        self.changes: list[ChangeRecord] = []
+        self.notes: list[str] = []
+        self.caps: Capabilities | None = None
+        self.tcp = TcpSettings(buffer_bytes=buffer_bytes(self.plan))
+        self._procs: list[subprocess.Popen[Any]] = []
+        self._lock = threading.Lock()
+        self._is_up = False
+        self.cleanup_report: CleanupReport | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+    @classmethod
+    @contextlib.contextmanager
+    def up(
+        cls,
+        config: NetworkConfig,
+        run_id: str | None = None,
+        *,
+        seed: int | None = None,
+        handle_signals: bool = True,
+    ) -> Iterator[Topology]:
+        """Bring the network up for the ``with`` block; always torn down afterwards.
+
+        Call it from the main thread, or from a thread that outlives the topology: the
+        delay daemons and ``spawn``ed processes get SIGKILL when the thread that started
+        them ends (PDEATHSIG). SIGTERM/SIGHUP become :class:`Terminated` (main thread only).
+        """
+        nsutil.require_net_admin()
+        topo = cls(config, run_id or new_run_id(), seed=seed)
+        with _signals_raise(handle_signals):
+            try:
+                topo._build()
+                yield topo
+            finally:
+                topo.down()
+
+    def _build(self) -> None:
+        plan = self.plan
+        if nsutil.list_netns(plan.prefix):
+            raise UserError(
+                f"namespaces of run {self.run_id!r} already exist;"
+                f" run `pddbench netem cleanup {self.run_id}` or pick another run id"
+            )
+        self.state.save()
+        self._is_up = True
+        self.caps = detect_capabilities(self.run_id)
+        for d in plan.directions():
+            backend, reason = choose_backend(self.config.backend, self.caps, d.shape)
+            self.directions[d.key] = ShapedDirection(d, backend, reason)
+            self.state.backends[d.key] = backend
+        for name in plan.namespaces():
+            self.state.namespaces[name] = nsutil.create_netns(name)
+            self.state.save()
+        self._wire()
+        self._tune_tcp()
+        self._shape_segments()
+        self._shape_wan()
+        self.state.save()
+
+    def _wire(self) -> None:
+        """Bridges, veths, addresses and routes, each made inside its namespace."""
+        plan = self.plan
+        for sw in plan.switches:
+            members = [h for h in plan.hosts if h.site == sw.site]
+            nsutil.with_iproute(sw.netns, lambda ipr, sw=sw, m=members: _wire_switch(ipr, sw, m))
+        for host in plan.hosts:
+            nsutil.with_iproute(host.netns, lambda ipr, h=host: _wire_host(ipr, h))
+        for wan in plan.wans:
+            sw_a, sw_b = plan.switch(wan.a), plan.switch(wan.b)
+            nsutil.with_iproute(sw_a.netns, lambda ipr, w=wan, b=sw_b: _wire_wan_a(ipr, w, b.netns))
+            nsutil.with_iproute(
+                sw_b.netns,
+                lambda ipr, w=wan: _address_up(ipr, w.b_ifname, w.b_address, w.prefix_len),
+            )
+        for sw in plan.switches:
+            for route in sw.routes:
+                nsutil.with_iproute(
+                    sw.netns, lambda ipr, r=route: ipr.route("add", dst=r.dst, gateway=r.gateway)
+                )
+
+    def _tune_tcp(self) -> None:
+        switches = {s.netns for s in self.plan.switches}
+        for name in self.plan.namespaces():
+            values = tcp_sysctls(self.tcp.buffer_bytes, router=name in switches)
+            for key, err in nsutil.write_sysctls(name, values).items():
+                self.tcp.write_errors.setdefault(key, err)
+        probe_ns = self.plan.hosts[0].netns if self.plan.hosts else self.plan.switches[0].netns
+        self.tcp.values = nsutil.read_sysctls(probe_ns, RECORDED_KEYS)
+        if self.tcp.write_errors:
+            self.notes.append(
+                "not writable in child namespaces (recorded, autotuning uses tcp_rmem/tcp_wmem): "
+                + ", ".join(sorted(self.tcp.write_errors))
+            )
+
+    def _shape_segments(self) -> None:
+        assert self.caps is not None
+        for seg in self.plan.segments:
+            if seg.rate_mbit is None and seg.delay_us == 0:
+                continue
+            host = self.plan.host(seg.host)
+            sw = self.plan.switch(host.site)
+            shape = Shape(rate_mbit=seg.rate_mbit, delay_ms=seg.delay_us / 1000)
+            use_netem = seg.delay_us > 0 and self.caps.netem
+            if seg.delay_us > 0 and not use_netem:
+                note = (
+                    f"intra-site delay {seg.delay_us} µs not emulated without netem"
+                    " (a veth hop adds ~10-30 µs)"
+                )
+                if note not in self.notes:
+                    self.notes.append(note)
+            requests = shaping_requests("kernel" if use_netem else "nfqueue", shape)
+            apply_tc(sw.netns, host.port_ifname, requests)
+            apply_tc(host.netns, host.ifname, requests)
+
+    def _shape_wan(self) -> None:
+        for i, sd in enumerate(self.directions.values()):
+            seed = None if self.seed is None else self.seed + i
+            daemon = sd.start_daemon(seed, self.config.nfqueue_lead_us)
+            if daemon is not None:
+                self._record_process(daemon.pid, sd.plan.netns, f"delayd {sd.plan.key}")
+        for sd in self.directions.values():
+            sd.install()
+
+    def _record_process(self, pid: int, netns: str, role: str) -> None:
+        with self._lock:
+            self.state.processes.append(
+                ProcessRecord(pid=pid, netns=netns, role=role, start_ticks=process_start_ticks(pid))
+            )
+            self.state.save()
+
+    def down(self) -> CleanupReport:
+        """Stop every process in our namespaces, delete the namespaces and the state file."""
+        if not self._is_up:
+            return self.cleanup_report or CleanupReport()
+        blocked = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+        try:
+            for sd in self.directions.values():
+                with contextlib.suppress(Exception):
+                    sd.stop()
+            for proc in self._procs:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.terminate()
+            deadline = time.monotonic() + 1.0
+            for proc in self._procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            names = sorted(set(self.state.namespaces) | set(nsutil.list_netns(self.plan.prefix)))
+            self.cleanup_report = remove_namespaces(names, [self.state])
+            for proc in self._procs:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=1.0)
+            self._is_up = False
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        return self.cleanup_report
+
+    # --------------------------------------------------------------------- use
+    def hosts(self) -> dict[str, HostInfo]:
+        return {
+            h.name: HostInfo(h.name, h.kind, h.site, h.netns, h.address)
+            for h in self.plan.hosts
+            if h.kind != "probe"
+        }
+
+    def address(self, instance: str) -> str:
+        return self.plan.host(instance).address
+
+    def netns(self, instance: str) -> str:
+        return self.plan.host(instance).netns
+
+    def spawn(
+        self,
+        instance: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+    ) -> subprocess.Popen[Any]:
+        """Start ``argv`` inside ``instance``'s namespace (env added to ours); dies with us."""
+        if not self._is_up:
+            raise UserError("the topology is down")
+        host = self.plan.host(instance)
+        full_env = {**os.environ, **(env or {})}
+        log: IO[Any] | None = None
+        if log_path is not None:
+            log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = nsutil.spawn(host.netns, argv, env=full_env, stdout=log, stderr=log)
+        finally:
+            if log is not None:
+                log.close()
+        self._procs.append(proc)
+        self._record_process(proc.pid, host.netns, f"spawn {instance}")
+        return proc
+
+    def apply_change(
+        self,
+        link: str,
+        changes: LinkChange | Mapping[str, Any],
+        direction: ChangeDirection = "both",
+    ) -> list[ChangeRecord]:
+        """Change a link now (rates are configured values, scaled here); returns the records."""
+        change = changes if isinstance(changes, LinkChange) else LinkChange(**changes)
+        wan = self.plan.wan(link)
+        targets = [wan.a_to_b, wan.b_to_a]
+        if direction != "both":
+            targets = [wan.a_to_b if direction == "a_to_b" else wan.b_to_a]
+        records = []
+        for d in targets:
+            sd = self.directions[d.key]
+            update = change.model_dump(exclude_none=True, exclude={"up"})
+            if "rate_mbit" in update:
+                update["rate_mbit"] = update["rate_mbit"] / self.plan.scale
+            shape = sd.shape.model_copy(update=update)
+            down = sd.down if change.up is None else not change.up
+            if sd.backend == "kernel" and shape.jitter_ms > 0 and shape.jitter_dist != "uniform":
+                raise UserError(f"{d.key} uses netem, which cannot take normal jitter here")
+            sd.apply(shape, down)
+            record = ChangeRecord(
+                link=link,
+                direction=d.direction,
+                changes=change.model_dump(exclude_none=True),
+                backend=sd.backend,
+                t_unix=time.time(),
+                t_mono=time.monotonic(),
+            )
+            records.append(record)
+        with self._lock:
+            self.changes.extend(records)
+        return records
+
+    def run_schedule(self, schedule: Schedule, t0: float | None = None) -> ScheduleRunner:
+        """Apply ``schedule`` in the background, offsets from ``t0`` (monotonic, default now)."""
+        return ScheduleRunner(schedule, self.apply_change, t0).start()
+
+    def probe(
+        self,
+        links: Sequence[str] | None = None,
+        *,
+        samples: int = 200,
+        bulk_seconds: float = 2.0,
+        congestion: str | None = None,
+    ) -> list[LinkProbe]:
+        """Measure each link's RTT distribution and, if ``bulk_seconds`` > 0, TCP goodput."""
+        out = []
+        for wan in self.plan.wans:
+            if links is not None and wan.name not in links:
+                continue
+            fwd, back = self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]
+            # From the probe host behind one switch to the other switch's end of the link:
+            # exactly this link, both ways, with forwarded (not locally sent) traffic.
+            ha, hb = self.plan.probe_host(wan.a), self.plan.probe_host(wan.b)
+            a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
+            a_end = Endpoint(self.plan.switch(wan.a).netns, wan.a_address)
+            b_end = Endpoint(self.plan.switch(wan.b).netns, wan.b_address)
+            worst = 2 * (fwd.shape.delay_ms + back.shape.delay_ms)
+            rtts, lost = measure_rtt(a, b_end, samples=samples, timeout_s=0.2 + worst / 1000)
+            summary = summarize_rtt(rtts, lost)
+            exp50, exp99 = expected_rtt(
+                DelaySettings.from_shape(fwd.shape), DelaySettings.from_shape(back.shape)
+            )
+            good_ab = good_ba = None
+            if bulk_seconds > 0:
+                good_ab = measure_goodput(a, b_end, seconds=bulk_seconds, congestion=congestion)
+                good_ba = measure_goodput(b, a_end, seconds=bulk_seconds, congestion=congestion)
+            out.append(
+                LinkProbe(
+                    run_id=self.run_id,
+                    link=wan.name,
+                    a=wan.a,
+                    b=wan.b,
+                    scale=self.plan.scale,
+                    backend_a_to_b=fwd.backend,
+                    backend_b_to_a=back.backend,
+                    rtt_samples=summary.samples,
+                    rtt_lost=summary.lost,
+                    rtt_min_ms=summary.min_ms,
+                    rtt_p50_ms=summary.p50_ms,
+                    rtt_p90_ms=summary.p90_ms,
+                    rtt_p99_ms=summary.p99_ms,
+                    rtt_max_ms=summary.max_ms,
+                    rtt_mean_ms=summary.mean_ms,
+                    rtt_std_ms=summary.std_ms,
+                    expected_rtt_p50_ms=exp50,
+                    expected_rtt_p99_ms=exp99,
+                    rate_a_to_b_mbit=fwd.shape.rate_mbit,
+                    rate_b_to_a_mbit=back.shape.rate_mbit,
+                    goodput_a_to_b_mbit=None if good_ab is None else good_ab.mbit_steady,
+                    goodput_b_to_a_mbit=None if good_ba is None else good_ba.mbit_steady,
+                    loss_a_to_b_pct=fwd.shape.loss_pct,
+                    loss_b_to_a_pct=back.shape.loss_pct,
+                )
+            )
+        return out
+
+    def report(self) -> TopologyReport:
+        assert self.caps is not None
+        return TopologyReport(
+            run_id=self.run_id,
+            scale=self.plan.scale,
+            netem_available=self.caps.netem,
+            netem_probe=self.caps.netem_probe,
+            backends={k: f"{sd.backend} ({sd.reason})" for k, sd in self.directions.items()},
+            daemons={k: sd.daemon.info for k, sd in self.directions.items() if sd.daemon},
+            tcp=self.tcp,
+            notes=list(self.notes),
+        )
