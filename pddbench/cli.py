@@ -60,6 +60,7 @@ def trace() -> None:
         "serve": "pddbench.servers.cli:serve",
         "replay": "pddbench.harness.replay_cli:replay",
         "finalize": "pddbench.harness.finalize_cli:finalize",
+        "scenario": "pddbench.harness.scenario_cli:scenario",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -36,6 +36,7 @@ class EngineStats:
     in_flight: int = 0
     ttft_s: list[float] = field(default_factory=list)
     lag_s: list[float] = field(default_factory=list)
+    stopped_at_s: float | None = None  # when the duration cap stopped new sends
 
 
 @dataclass
@@ -44,6 +45,7 @@ class EngineConfig:
     api: ApiConfig
     max_concurrency: int | None = None
     cached_tokens_theoretical: dict[str, int] | None = None
+    max_duration_s: float | None = None  # stop sending new requests after this
 
 
 class AsyncioEngine:
@@ -82,10 +84,22 @@ class AsyncioEngine:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         async with aiohttp.ClientSession(connector=connector) as http:
             try:
+                deadline = self.config.max_duration_s
                 while not self.player.done:
-                    for due in self.player.pop_due(self.clock()):
+                    now = self.clock()
+                    if deadline is not None and now >= deadline:
+                        # duration cap: send nothing new, let in-flight requests finish
+                        self.stats.stopped_at_s = now
+                        if not self._tasks:
+                            break
+                        self._wake.clear()
+                        await self._wake.wait()
+                        continue
+                    for due in self.player.pop_due(now):
                         self._spawn(http, due)
                     nxt = self.player.next_due_s()
+                    if deadline is not None:
+                        nxt = deadline if nxt is None else min(nxt, deadline)
                     self._wake.clear()
                     handle = None
                     if nxt is not None:

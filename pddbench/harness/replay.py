@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ class ReplayOptions:
     first_token_id: int = 1000
     integrity_seed: int | None = None  # reference servers' output seed: check every token
     cache_block_size: int | None = None  # engine's block size for theoretical cached tokens
+    max_duration_s: float | None = None  # no new request after this (in-flight ones finish)
 
 
 @dataclass
@@ -67,19 +69,30 @@ class ReplayOutcome:
     errors: int
 
 
+def _theoretical_cached(
+    table: pa.Table, planned: list[PlannedRequest], block_size: int | None
+) -> dict[str, int]:
+    """Cached tokens each replayed request would get from an unbounded cache that sees
+    exactly the replayed subset (at the engine's block size when given)."""
+    rows = np.array(sorted({r.row for r in planned}), dtype=np.int64)
+    if not rows.size:
+        return {}
+    subset = table.take(pa.array(rows))
+    hits = prefix_hits(reblock(subset, block_size) if block_size else subset)
+    ids = subset.column(Col.REQUEST_ID).to_pylist()
+    return dict(zip(ids, hits.cached_tokens.tolist(), strict=True))
+
+
+def prepare_theoretical(plan: ReplayPlan, options: ReplayOptions) -> ReplayPlan:
+    """The same plan with theoretical cached tokens at ``options.cache_block_size``."""
+    cached = _theoretical_cached(plan.table, plan.requests, options.cache_block_size)
+    return dataclasses.replace(plan, theoretical_cached=cached)
+
+
 def prepare(trace: Trace, options: ReplayOptions) -> ReplayPlan:
     """Select sessions and compute theoretical cache hits for exactly the replayed subset."""
     planned = plan_requests(trace.table, options.selection, think_policy=options.think_policy)
-    rows = np.array(sorted({r.row for r in planned}), dtype=np.int64)
-    subset = trace.table.take(pa.array(rows)) if rows.size else trace.table.slice(0, 0)
-    theoretical: dict[str, int] = {}
-    if subset.num_rows:
-        table_for_cache = subset
-        if options.cache_block_size:
-            table_for_cache = reblock(subset, options.cache_block_size)
-        hits = prefix_hits(table_for_cache)
-        ids = subset.column(Col.REQUEST_ID).to_pylist()
-        theoretical = dict(zip(ids, hits.cached_tokens.tolist(), strict=True))
+    theoretical = _theoretical_cached(trace.table, planned, options.cache_block_size)
     sessions = len({r.session_id for r in planned})
     span = max((r.arrival_s for r in planned), default=0.0)
     note = (
@@ -158,6 +171,7 @@ async def _execute(
             api=options.api,
             max_concurrency=options.max_concurrency,
             cached_tokens_theoretical=plan.theoretical_cached,
+            max_duration_s=options.max_duration_s,
         ),
         journal,
         prompt_function(plan, options),
@@ -194,6 +208,9 @@ async def _execute(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
+    manifest["sent_requests"] = engine.stats.sent
+    manifest["planned_requests"] = len(plan.requests)
+    manifest["duration_cap_hit_at_s"] = engine.stats.stopped_at_s
     return engine.stats.errors, interrupted
 
 
@@ -217,6 +234,7 @@ def run_replay(
             for k, v in asdict(options.api).items()
         },
         "max_concurrency": options.max_concurrency,
+        "max_duration_s": options.max_duration_s,
         "integrity_seed": options.integrity_seed,
         "plan": plan.selection_note,
     }

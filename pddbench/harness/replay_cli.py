@@ -59,15 +59,16 @@ def build_options(
     timeout: str,
     stall_timeout: str,
     token_times: bool,
+    duration: str | None = None,
 ) -> ReplayOptions:
     """Command-line values → validated :class:`ReplayOptions` (one-line errors)."""
-    start = duration = None
+    start = window_length = None
     if window:
-        start, duration = parse_window(window)
+        start, window_length = parse_window(window)
     try:
         selection = Selection(
             window_start_s=start,
-            window_duration_s=duration,
+            window_duration_s=window_length,
             sample=sample,
             max_requests=max_requests,
             speedup=speedup,
@@ -89,6 +90,7 @@ def build_options(
             keep_token_times=token_times,
         ),
         max_concurrency=max_concurrency,
+        max_duration_s=parse_duration(duration, "--duration") if duration else None,
     )
 
 
@@ -159,6 +161,12 @@ def selection_options(f):
             help="Longest silence within a stream before the request fails.",
         ),
         click.option(
+            "--duration",
+            default=None,
+            help="Send no new request after this long (e.g. 150s); in-flight ones finish. "
+            "Sessions are cut there; the manifest counts what was sent.",
+        ),
+        click.option(
             "--token-times", is_flag=True, help="Keep every token's arrival time in the records."
         ),
     ]
@@ -197,6 +205,17 @@ def selection_options(f):
     help="Folder that receives one sub-folder per run.",
 )
 @click.option("--label", default=None, help="Run label (default: scenario name or 'target').")
+@click.option(
+    "--no-emulation",
+    is_flag=True,
+    help="Run the scenarios' servers on loopback without the emulated network "
+    "(no root needed; transfer times are then not the WAN's).",
+)
+@click.option(
+    "--no-probe-check",
+    is_flag=True,
+    help="Record link probes but do not refuse to run when they are off.",
+)
 @selection_options
 def replay(
     trace_path: Path,
@@ -204,6 +223,8 @@ def replay(
     target: str | None,
     out_root: Path,
     label: str | None,
+    no_emulation: bool,
+    no_probe_check: bool,
     **kw: object,
 ) -> None:
     """Replay agentic sessions from TRACE against the systems under test."""
@@ -218,6 +239,8 @@ def replay(
         label=label,
         options=options,
         argv=["pddbench", *sys.argv[1:]],
+        emulate=not no_emulation,
+        check_probes=not no_probe_check,
     )
     if code:
         raise click.exceptions.Exit(code)

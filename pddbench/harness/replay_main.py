@@ -6,14 +6,24 @@ commands (capacity search, nightly) with the same semantics.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
 from pddbench.errors import TraceError, UserError
+from pddbench.harness.client import ApiKind
+from pddbench.harness.deploy import deploy, enter_netns
 from pddbench.harness.live import LiveView
-from pddbench.harness.replay import ReplayOptions, ReplayPlan, prepare, run_replay
-from pddbench.harness.rundir import RunPaths, base_manifest, file_digest, new_run
+from pddbench.harness.replay import (
+    ReplayOptions,
+    ReplayPlan,
+    prepare,
+    prepare_theoretical,
+    run_replay,
+)
+from pddbench.harness.rundir import RunPaths, base_manifest, file_digest, new_run, write_manifest
+from pddbench.harness.scenario import Scenario, load_scenario
 from pddbench.harness.summary import print_comparison
 from pddbench.workloads.traceio import Trace, read_trace
 
@@ -57,6 +67,8 @@ def replay_main(
     label: str | None,
     options: ReplayOptions,
     argv: list[str],
+    emulate: bool = True,
+    check_probes: bool = True,
 ) -> int:
     """Run the replays; returns the exit status."""
     trace = load_trace(trace_path)
@@ -87,16 +99,100 @@ def replay_main(
         runs.append(outcome.paths)
         interrupted = outcome.interrupted
     else:
-        from pddbench.harness.deploy import replay_scenarios
-
-        runs, interrupted = replay_scenarios(
+        runs, interrupted, failed = replay_scenarios(
             scenarios,
             plan=plan,
             options=options,
             out_root=out_root,
-            label=label,
             argv=argv,
             trace_info=trace_info,
+            emulate=emulate,
+            check_probes=check_probes,
         )
+        if failed and not interrupted:
+            print_comparison(runs)
+            return 1
     print_comparison(runs)
     return EXIT_INTERRUPTED if interrupted else 0
+
+
+def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
+    """The replay options with what the scenario says about its client and servers."""
+    client = scenario.client
+    api = dataclasses.replace(
+        options.api,
+        kind=ApiKind(client.api),
+        model=options.api.model or client.model,
+        path=options.api.path or client.path,
+    )
+    return dataclasses.replace(
+        options,
+        api=api,
+        vocab_size=client.vocab_size,
+        first_token_id=client.first_token_id,
+        cache_block_size=client.cache_block_size,
+        integrity_seed=scenario.integrity_seed,
+    )
+
+
+def replay_scenarios(
+    names: tuple[str, ...],
+    *,
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    out_root: Path,
+    argv: list[str],
+    trace_info: dict[str, object],
+    emulate: bool,
+    check_probes: bool,
+) -> tuple[list[RunPaths], bool, int]:
+    """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
+    scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
+    runs: list[RunPaths] = []
+    failed = 0
+    for scenario in scenarios:
+        paths = new_run(out_root, scenario.name)
+        manifest = base_manifest(argv=argv, run_id=paths.run_id)
+        manifest["scenario"] = scenario.manifest()
+        manifest["trace"] = trace_info
+        write_manifest(paths, manifest)
+        opts = scenario_options(options, scenario)
+        run_plan = plan
+        if opts.cache_block_size != options.cache_block_size:
+            run_plan = prepare_theoretical(plan, opts)
+        click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
+        try:
+            with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
+                info,
+                client_ns,
+            ):
+                manifest["deployment"] = dataclasses.asdict(info)
+                manifest["links"] = info.links
+                with enter_netns(client_ns):
+                    outcome = run_replay(
+                        run_plan,
+                        opts,
+                        info.front_door,
+                        paths,
+                        manifest,
+                        live=LiveView(scenario.name),
+                    )
+        except KeyboardInterrupt:
+            _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
+            runs.append(paths)
+            return runs, True, failed
+        except UserError as exc:
+            click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
+            _record_failure(paths, manifest, str(exc), "failed")
+            failed += 1
+            continue
+        runs.append(outcome.paths)
+        if outcome.interrupted:
+            return runs, True, failed
+    return runs, False, failed
+
+
+def _record_failure(paths: RunPaths, manifest: dict[str, object], error: str, status: str) -> None:
+    manifest["status"] = status
+    manifest["error"] = error
+    write_manifest(paths, manifest)

@@ -1,0 +1,221 @@
+"""Scenarios: one validated config tree describing a system under test and its conditions.
+
+A scenario (TOML) names the deployment, the emulated network, the SLA and the cost model:
+
+* ``[deployment]`` — a reference-server deployment (roles, hardware, policies; the
+  ``pddbench.servers`` schema), started as ``python -m pddbench.servers.host`` processes
+  through the same instance-command path as real engines; or
+* ``[[engines]]`` — real engines: an argv template per instance (``{host}``, ``{port}``,
+  ``{python}``, ``{name}``, ``{run_dir}``), env, health path, start-up timeout;
+* ``[network]`` — the emulated links (``pddbench.netem`` schema) *without* site lists:
+  sites are the instances' datacenters (``datacenter`` / ``site``); absent → loopback;
+* ``emulation_scale`` — one factor by which link rates and KV byte counts are divided
+  (delays stay real), so transfer times stay true while this machine moves fewer bytes;
+* ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices, API options.
+
+Built-ins ship as package data (``pddbench/scenarios/*.toml``), shared with
+``pddbench serve``. The whole tree, as loaded, is copied into every run's manifest.
+Must not start anything.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pddbench.errors import UserError
+from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
+
+SCENARIO_PACKAGE = "pddbench.scenarios"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineInstance(_Strict):
+    """A real engine (or any server) started from an argv template."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    site: str = "dc-a"
+    command: list[str] = Field(min_length=1)
+    port: int = Field(8000, ge=1, le=65535)
+    env: dict[str, str] = Field(default_factory=dict)
+    health_path: str = "/health"
+    startup_timeout_s: float = Field(120.0, gt=0)
+    role: str = "engine"
+
+
+class ProbeToleranceSettings(_Strict):
+    """How far measured links may be from their configuration before a run is refused.
+
+    Looser than the emulator's accuracy bars on an idle machine (``bench/bench_netem.py``):
+    the probe shares a 2-core machine with everything else a CI run does."""
+
+    rtt_p50_ms: float = Field(5.0, gt=0)
+    rtt_p99_ms: float = Field(30.0, gt=0)
+    goodput_fraction: float = Field(0.7, ge=0, le=1)
+
+
+class ClientSettings(_Strict):
+    api: Literal["openai", "sglang"] = "openai"
+    model: str | None = None
+    path: str | None = None
+    vocab_size: int = Field(32000, ge=16)
+    first_token_id: int = Field(1000, ge=0)
+    cache_block_size: int | None = Field(None, ge=1)
+    site: str | None = None  # where the load generator sits (default: the front door's)
+
+
+class Scenario(_Strict):
+    """A validated scenario (see the module docstring)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    description: str = ""
+    deployment: dict[str, Any] | None = None
+    engines: list[EngineInstance] = Field(default_factory=list)
+    front_door: str | None = None
+    network: dict[str, Any] | None = None
+    emulation_scale: float = Field(1000.0, gt=0)
+    startup_timeout_s: float = Field(60.0, gt=0)
+    probe_tolerance: ProbeToleranceSettings = Field(
+        default_factory=lambda: ProbeToleranceSettings()
+    )
+    sla: dict[str, Any] = Field(default_factory=dict)
+    cost: dict[str, Any] = Field(default_factory=dict)
+    client: ClientSettings = ClientSettings()
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Scenario:
+        if (self.deployment is None) == (not self.engines):
+            raise ValueError("give either a [deployment] (reference servers) or [[engines]]")
+        if self.deployment is not None:
+            insts = self.deployment.get("instances")
+            if not isinstance(insts, list) or not insts:
+                raise ValueError("[deployment] needs [[deployment.instances]]")
+            for inst in insts:
+                if not isinstance(inst, dict) or "id" not in inst or "role" not in inst:
+                    raise ValueError("every [[deployment.instances]] needs an id and a role")
+        names = [n for n, _ in self.instance_sites()]
+        if len(set(names)) != len(names):
+            raise ValueError("instance names must be unique")
+        door = self.front_door_name
+        if door not in names:
+            raise ValueError(f"front_door {door!r} is not an instance")
+        if self.network is not None:
+            self.network_config()  # validates
+        return self
+
+    # -- derived -------------------------------------------------------------------
+    @property
+    def is_reference(self) -> bool:
+        return self.deployment is not None
+
+    def instance_sites(self) -> list[tuple[str, str]]:
+        """(instance name, site) for every instance, in declaration order."""
+        if self.deployment is not None:
+            return [
+                (str(i["id"]), str(i.get("datacenter", "dc-a")))
+                for i in self.deployment["instances"]
+            ]
+        return [(e.name, e.site) for e in self.engines]
+
+    @property
+    def front_door_name(self) -> str:
+        if self.front_door:
+            return self.front_door
+        if self.deployment is not None:
+            routers = [i["id"] for i in self.deployment["instances"] if i.get("role") == "router"]
+            return str(routers[0]) if routers else ""
+        return self.engines[0].name
+
+    @property
+    def integrity_seed(self) -> int | None:
+        """The reference servers' token seed (their output is checked token by token)."""
+        if self.deployment is None:
+            return None
+        return int(self.deployment.get("seed", 0))
+
+    def network_config(self) -> NetworkConfig:
+        """The emulated network with sites derived from the instances' datacenters."""
+        if self.network is None:
+            raise UserError(f"scenario {self.name} has no [network]")
+        sites: dict[str, list[str]] = {}
+        for name, site in self.instance_sites():
+            sites.setdefault(site, []).append(name)
+        data = dict(self.network)
+        segments = data.pop("site_segments", {})
+        client_site = self.client.site or dict(self.instance_sites())[self.front_door_name]
+        data["sites"] = [
+            SiteConfig(name=s, instances=members, segment=segments.get(s))
+            for s, members in sites.items()
+        ]
+        data.setdefault("clients", [ClientConfig(name="client", site=client_site)])
+        data.setdefault("scale", self.emulation_scale)
+        try:
+            return NetworkConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(_first_error(exc, "network")) from None
+
+    def manifest(self) -> dict[str, Any]:
+        """The scenario as recorded in a run's manifest."""
+        return self.model_dump(mode="json")
+
+
+def _first_error(exc: ValidationError, prefix: str = "") -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    where = ".".join(p for p in (prefix, loc) if p)
+    return f"{where}: {err['msg']}" if where else str(err["msg"])
+
+
+def builtin_scenarios() -> dict[str, str]:
+    """Built-in scenario names → their one-line descriptions."""
+    out: dict[str, str] = {}
+    for entry in sorted(resources.files(SCENARIO_PACKAGE).iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text())
+            out[entry.name[: -len(".toml")]] = str(data.get("description", ""))
+    return out
+
+
+def scenario_text(name_or_path: str) -> tuple[str, str]:
+    """(TOML text, origin) of a built-in name or a file path."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        try:
+            return path.read_text(), str(path)
+        except OSError as exc:
+            raise UserError(f"scenario {name_or_path}: {exc.strerror or exc}") from None
+    entry = resources.files(SCENARIO_PACKAGE) / f"{name_or_path}.toml"
+    if not entry.is_file():
+        known = ", ".join(builtin_scenarios())
+        raise UserError(f"unknown scenario {name_or_path!r} (built-in: {known}; or a .toml file)")
+    return entry.read_text(), f"built-in scenario {name_or_path}"
+
+
+def parse_scenario(text: str, origin: str) -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{origin}: not valid TOML: {exc}") from None
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        lines = [_err_line(e) for e in exc.errors()]
+        raise UserError(f"{origin}: invalid scenario: {lines[0]}", details=lines) from None
+
+
+def _err_line(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}"
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a scenario file; one-line errors."""
+    return parse_scenario(*scenario_text(name_or_path))

@@ -1,0 +1,1 @@
+"""Built-in scenarios (TOML package data), shared by `pddbench replay` and `pddbench serve`."""
