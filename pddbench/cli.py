@@ -61,6 +61,8 @@ def trace() -> None:
         "replay": "pddbench.harness.replay_cli:replay",
         "finalize": "pddbench.harness.finalize_cli:finalize",
         "scenario": "pddbench.harness.scenario_cli:scenario",
+        "report": "pddbench.harness.analysis_cli:report_command",
+        "regress": "pddbench.harness.analysis_cli:regress_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )

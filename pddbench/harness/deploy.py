@@ -213,13 +213,14 @@ def _loopback(
             for engine in scenario.engines:
                 log = paths.logs / f"{engine.name}.log"
                 argv = _engine_argv(engine, "127.0.0.1", paths)
-                proc = subprocess.Popen(
-                    argv,
-                    stdout=open(log, "ab"),
-                    stderr=subprocess.STDOUT,  # noqa: SIM115
-                    env={**os.environ, **engine.env},
-                    start_new_session=True,
-                )
+                with open(log, "ab") as sink:  # the child keeps its own copy of the fd
+                    proc = subprocess.Popen(
+                        argv,
+                        stdout=sink,
+                        stderr=subprocess.STDOUT,
+                        env={**os.environ, **engine.env},
+                        start_new_session=True,
+                    )
                 procs.append(proc)
                 instances.append(
                     Instance(

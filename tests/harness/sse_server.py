@@ -74,20 +74,22 @@ def make_app(
 
 
 class RunningServer:
-    """Starts ``make_app`` on a free 127.0.0.1 port inside the current event loop."""
+    """Starts ``make_app`` on 127.0.0.1 (a free port unless given) in the current event loop."""
 
-    def __init__(self, **kwargs: object):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, **kwargs: object):
         self.app = make_app(**kwargs)  # type: ignore[arg-type]
+        self.app.router.add_get("/health", lambda _r: web.json_response({"ok": True}))
         self.runner: web.AppRunner | None = None
         self.url = ""
+        self.host, self.port = host, port
 
     async def __aenter__(self) -> RunningServer:
         self.runner = web.AppRunner(self.app)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, self.host, self.port)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.host}:{port}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -101,10 +103,12 @@ def main() -> None:
 
     async def serve() -> None:
         args = sys.argv[1:]
-        kwargs = {
+        kwargs: dict[str, object] = {
             "tokens_per_chunk": int(args[0]) if args else 1,
             "token_delay_s": float(args[1]) if len(args) > 1 else 0.0,
         }
+        if len(args) > 3:  # HOST PORT: a fixed address, as an engine command would give
+            kwargs["host"], kwargs["port"] = args[2], int(args[3])
         async with RunningServer(**kwargs) as srv:
             print(srv.url, flush=True)
             await asyncio.Event().wait()

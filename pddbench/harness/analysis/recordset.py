@@ -20,8 +20,10 @@ Conventions:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +58,6 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
     "wan_bytes",
 )
 CATEGORY_COLUMNS: tuple[str, ...] = (
-    "request_id",
     "session_id",
     "status",
     "error_class",
@@ -67,8 +68,26 @@ CATEGORY_COLUMNS: tuple[str, ...] = (
 OPTIONAL_CATEGORY_COLUMNS: tuple[str, ...] = ("agent_type",)
 TOKEN_TIMES = "token_times_s"
 
+_T = TypeVar("_T")
+
 HIT_BIN_LABELS: tuple[str, ...] = tuple(bin_label(lo, hi) for lo, hi in PUBLISHED_HIT_BINS)
 UNKNOWN = "unknown"
+
+
+def list_intervals(times: pa.ListArray | None) -> np.ndarray:
+    """Consecutive differences within each list of ``times``, all lists pooled."""
+    if times is None or len(times) == 0:
+        return np.empty(0)
+    lengths = pc.list_value_length(times).fill_null(0).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(times).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    if flat.size < 2:
+        return np.empty(0)
+    diffs = np.diff(flat)
+    starts = np.cumsum(lengths)[:-1]  # flat index where each following list begins
+    starts = starts[(starts > 0) & (starts < flat.size)]
+    keep = np.ones(diffs.size, dtype=bool)
+    keep[starts - 1] = False  # the step from one list's last value to the next one's first
+    return diffs[keep]
 
 
 @dataclass(frozen=True)
@@ -112,16 +131,39 @@ class Category:
         return hits[np.where(self.codes < 0, len(self.labels), self.codes)]
 
 
+class _Rows(Mapping[str, _T]):
+    """Columns of a parent mapping restricted to some rows, each taken on first access."""
+
+    def __init__(
+        self, parent: Mapping[str, _T], rows: np.ndarray, take: Callable[[_T, np.ndarray], _T]
+    ) -> None:
+        self._parent = parent
+        self._rows = rows
+        self._take = take
+        self._done: dict[str, _T] = {}
+
+    def __getitem__(self, key: str) -> _T:
+        if key not in self._done:
+            self._done[key] = self._take(self._parent[key], self._rows)
+        return self._done[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parent)
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+
 @dataclass
 class RecordSet:
     """The records of one run (or a subset of them), column-wise."""
 
-    num: dict[str, np.ndarray]
-    cat: dict[str, Category]
-    token_times: pa.ListArray | None = None
-    _cache: dict[str, object] = field(default_factory=dict, repr=False)
+    num: Mapping[str, np.ndarray]
+    cat: Mapping[str, Category]
+    token_source: pa.ListArray | None = None  # token_times_s of the *loaded* table
+    token_rows: np.ndarray | None = None  # rows of token_source in this set (None: all)
 
-    @property
+    @cached_property
     def n(self) -> int:
         return int(self.num["intended_send_s"].size)
 
@@ -139,8 +181,11 @@ class RecordSet:
         for name in NUMERIC_COLUMNS:
             if name in table.column_names:
                 col = pc.cast(table.column(name), pa.float64())
-                num[name] = col.to_numpy().astype(np.float64, copy=False) if col.null_count == 0 \
+                num[name] = (
+                    col.to_numpy().astype(np.float64, copy=False)
+                    if col.null_count == 0
                     else col.fill_null(np.nan).to_numpy()
+                )
             else:
                 num[name] = np.full(n, np.nan)
         for name in ("client_queue_s", "chunks", "input_tokens", "output_tokens"):
@@ -158,17 +203,30 @@ class RecordSet:
                 token_times = tt
         return cls(num, cat, token_times)
 
+    @cached_property
+    def token_times(self) -> pa.ListArray | None:
+        """Per-token times of these records (materialised on first use only)."""
+        if self.token_source is None:
+            return None
+        if self.token_rows is None:
+            return self.token_source
+        return self.token_source.take(pa.array(self.token_rows))
+
     @classmethod
     def empty(cls) -> RecordSet:
         return cls.from_arrow(pa.table({"intended_send_s": pa.array([], pa.float64())}))
 
     def subset(self, mask: np.ndarray) -> RecordSet:
         """The rows where ``mask`` is true (a new RecordSet; derived columns recomputed)."""
-        tt = self.token_times.filter(pa.array(mask)) if self.token_times is not None else None
+        idx = np.flatnonzero(mask)
+        rows = None
+        if self.token_source is not None:
+            rows = idx if self.token_rows is None else self.token_rows[idx]
         return RecordSet(
-            {k: v[mask] for k, v in self.num.items()},
-            {k: v.take(mask) for k, v in self.cat.items()},
-            tt,
+            _Rows(self.num, idx, lambda v, i: v[i]),
+            _Rows(self.cat, idx, lambda c, i: c.take(i)),
+            self.token_source,
+            rows,
         )
 
     # ------------------------------------------------------------------ derived

@@ -73,7 +73,9 @@ class Distribution:
         )
 
 
-def describe(values: np.ndarray, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> Distribution:
+def describe(
+    values: np.ndarray, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> Distribution:
     """Summary of the finite values of ``values`` (NaN and inf are left out)."""
     arr = np.asarray(values, dtype=np.float64)
     arr = arr[np.isfinite(arr)]

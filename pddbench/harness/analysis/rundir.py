@@ -1,0 +1,175 @@
+"""Reading a run folder: ``results/<run>/`` as written by the replay.
+
+Owns the layout and the checks of a run folder — and only reading it:
+
+    <run>/requests.parquet        one row per request (harness.records.RECORDS_SCHEMA)
+    <run>/manifest.json           {"run_id", "scenario": {name, sla, cost, ...}, "trace": {...},
+                                   "started_at", "ended_at", "duration_s", "links": [...]}
+    <run>/server_metrics.parquet  optional
+    <run>/links.parquet           optional (netem.probe.LinkProbe rows)
+    <run>/capacity.json           optional (analysis.capacity.CapacityCurve)
+
+Only ``request_id``, ``session_id``, ``status`` and ``intended_send_s`` are required in
+``requests.parquet``; other missing columns read as null. Every problem is one
+:class:`~pddbench.errors.UserError` line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pddbench.errors import UserError
+from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
+from pddbench.harness.analysis.recordset import (
+    CATEGORY_COLUMNS,
+    NUMERIC_COLUMNS,
+    OPTIONAL_CATEGORY_COLUMNS,
+    TOKEN_TIMES,
+    RecordSet,
+)
+from pddbench.harness.analysis.sla import SLA, sla_from_mapping
+
+REQUESTS = "requests.parquet"
+MANIFEST = "manifest.json"
+LINKS = "links.parquet"
+SERVER_METRICS = "server_metrics.parquet"
+CAPACITY = "capacity.json"
+REQUIRED_COLUMNS = ("request_id", "session_id", "status", "intended_send_s")
+
+
+class RunManifest(BaseModel):
+    """The parts of ``manifest.json`` the analysis reads; everything else is kept verbatim."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    scenario: dict[str, Any] = {}
+    trace: dict[str, Any] = {}
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    links: list[Any] = []
+
+
+@dataclass
+class RunData:
+    """One run folder, loaded."""
+
+    path: Path
+    manifest: RunManifest
+    raw_manifest: dict[str, Any]
+    records: RecordSet
+    links: pa.Table | None = None
+    server_metrics: pa.Table | None = None
+    capacity: CapacityCurve | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def scenario_name(self) -> str:
+        name = self.manifest.scenario.get("name")
+        return str(name) if name else self.run_id
+
+    def sla(self) -> SLA | None:
+        """The scenario's SLA, or None when it declares none (absent or empty)."""
+        return scenario_sla(self.manifest, self.path / MANIFEST)
+
+    def cost(self) -> CostModel | None:
+        """The scenario's cost model, or None when it declares none (absent or empty)."""
+        data = self.manifest.scenario.get("cost") or None
+        return cost_from_mapping(data, where=str(self.path / MANIFEST))
+
+
+def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
+    """The SLA declared in a manifest's scenario (None when absent or an empty table)."""
+    data = manifest.scenario.get("sla") or None
+    return None if data is None else sla_from_mapping(data, where=str(where))
+
+
+def read_manifest(folder: Path) -> tuple[RunManifest, dict[str, Any]]:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{folder}: not a run folder (no {MANIFEST})")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: cannot read JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    try:
+        return RunManifest.model_validate(raw), raw
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+
+
+def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
+    """``requests.parquet`` as a :class:`RecordSet` (only the columns the analysis uses)."""
+    if not path.is_file():
+        raise UserError(f"{path}: missing")
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{path}: not a parquet file: {exc}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)}")
+    wanted = set(NUMERIC_COLUMNS + CATEGORY_COLUMNS + OPTIONAL_CATEGORY_COLUMNS)
+    if token_times:
+        wanted.add(TOKEN_TIMES)
+    columns = [c for c in schema.names if c in wanted]
+    try:
+        table = pq.read_table(path, columns=columns)
+        return RecordSet.from_arrow(table)
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{path}: cannot read records: {exc}") from None
+
+
+def _optional_table(path: Path) -> pa.Table | None:
+    if not path.is_file():
+        return None
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{path}: not a parquet file: {exc}") from None
+
+
+def read_capacity(path: Path) -> CapacityCurve:
+    try:
+        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+
+
+def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
+    """Load a run folder (:class:`UserError` on anything missing or malformed)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"{folder}: no such run folder")
+    manifest, raw = read_manifest(folder)
+    records = read_records(folder / REQUESTS, token_times=token_times)
+    capacity = read_capacity(folder / CAPACITY) if (folder / CAPACITY).is_file() else None
+    return RunData(
+        path=folder,
+        manifest=manifest,
+        raw_manifest=raw,
+        records=records,
+        links=_optional_table(folder / LINKS),
+        server_metrics=_optional_table(folder / SERVER_METRICS),
+        capacity=capacity,
+    )

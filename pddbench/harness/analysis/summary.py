@@ -1,0 +1,150 @@
+"""One run's full analysis: every metric, every breakdown, the figure curves.
+
+Owns :func:`analyze_run` (a loaded :class:`RunData` -> :class:`RunAnalysis`) and
+:func:`analyze_records` (the same from a bare :class:`RecordSet`, for benches and tests),
+and nothing else: it chooses no SLA (the caller passes one, see ``sla``), draws nothing
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pddbench.harness.analysis.breakdowns import (
+    BREAKDOWN_TAGS,
+    Breakdown,
+    ErrorRow,
+    available_dimensions,
+    breakdown,
+    error_table,
+)
+from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.cost import CostModel
+from pddbench.harness.analysis.metrics.session import TaskCompletion
+from pddbench.harness.analysis.recordset import RecordSet
+from pddbench.harness.analysis.registry import Context, MetricRegistry, MetricSet, default_registry
+from pddbench.harness.analysis.rundir import RunData
+from pddbench.harness.analysis.series import (
+    Bathtub,
+    Curve,
+    HandoffTimeline,
+    HitShares,
+    bathtub,
+    curve_of,
+    handoff_timeline,
+    hit_shares,
+    ttft_cdf,
+)
+from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
+from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+
+
+@dataclass
+class RunSeries:
+    ttft_cdf: Curve
+    task_cdf: Curve
+    hit_shares: HitShares
+    bathtub: Bathtub
+    handoff: HandoffTimeline | None
+
+
+@dataclass
+class RunAnalysis:
+    """Everything the reports show about one run."""
+
+    run_id: str
+    label: str
+    scenario: str
+    sla: SLA
+    cost: CostModel | None
+    metrics: MetricSet
+    breakdowns: dict[str, Breakdown]
+    errors: tuple[ErrorRow, ...]
+    series: RunSeries
+    token_times: bool
+    path: Path | None = None
+    own_sla: SLA | None = None  # the run's scenario SLA, when it differs from `sla`
+    manifest: dict[str, Any] = field(default_factory=dict)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    capacity: CapacityCurve | None = None
+
+
+def analyze_records(
+    records: RecordSet,
+    *,
+    sla: SLA = DEFAULT_SLA,
+    cost: CostModel | None = None,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+    registry: MetricRegistry | None = None,
+    breakdown_tags: tuple[str, ...] = BREAKDOWN_TAGS,
+    run_id: str = "run",
+    label: str | None = None,
+    scenario: str | None = None,
+) -> RunAnalysis:
+    """All metrics, breakdowns and curves of ``records``."""
+    registry = registry or default_registry()
+    ctx = Context(percentiles=percentiles, sla=sla, cost=cost, duration_s=records.duration_s)
+    metrics = registry.compute(records, ctx)
+    dims = {
+        d: breakdown(records, d, registry, ctx, breakdown_tags)
+        for d in available_dimensions(records)
+    }
+    series = RunSeries(
+        ttft_cdf=ttft_cdf(records),
+        task_cdf=curve_of(TaskCompletion().values(records, ctx)),
+        hit_shares=hit_shares(records),
+        bathtub=bathtub(records),
+        handoff=handoff_timeline(records),
+    )
+    return RunAnalysis(
+        run_id=run_id,
+        label=label or run_id,
+        scenario=scenario or run_id,
+        sla=sla,
+        cost=cost,
+        metrics=metrics,
+        breakdowns=dims,
+        errors=error_table(records),
+        series=series,
+        token_times=records.token_times is not None,
+    )
+
+
+def _links(run: RunData) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if run.links is not None:
+        rows.extend(run.links.to_pylist())
+    else:
+        rows.extend(x if isinstance(x, dict) else {"link": x} for x in run.manifest.links)
+    return rows
+
+
+def analyze_run(
+    run: RunData,
+    *,
+    sla: SLA | None = None,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+    registry: MetricRegistry | None = None,
+    label: str | None = None,
+) -> RunAnalysis:
+    """Analyse a loaded run; ``sla`` None = the run's own scenario SLA (else the default)."""
+    own = run.sla()
+    used = sla or own or DEFAULT_SLA
+    result = analyze_records(
+        run.records,
+        sla=used,
+        cost=run.cost(),
+        percentiles=percentiles,
+        registry=registry,
+        run_id=run.run_id,
+        label=label or run.run_id,
+        scenario=run.scenario_name,
+    )
+    result.path = run.path
+    result.own_sla = own if own is not None and own != used else None
+    result.manifest = run.raw_manifest
+    result.links = _links(run)
+    result.capacity = run.capacity
+    return result

@@ -1,0 +1,347 @@
+"""What a comparison report says, independent of how it is rendered.
+
+Owns :func:`build_report`: load run folders, pick the baseline and the one SLA all runs
+are judged by, analyse every run, and derive the comparisons every renderer shows (the
+headline table with deltas against the baseline, the cost/BCR table, the load curves and
+the colours per system). Draws nothing, writes nothing.
+
+Deltas: for metrics whose unit is a fraction (attainment, error rate, shares) the delta
+is a difference in percentage points; for every other metric it is the relative change
+``value / baseline - 1``. A delta is *better* or *worse* by the metric's direction, and
+*same* within ±1 % (±0.1 pp for fractions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pddbench.errors import UserError
+from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.cost import relative, relative_bcr
+from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
+from pddbench.harness.analysis.rundir import load_run, read_capacity
+from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
+from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
+from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
+from pddbench.harness.analysis.units import Unit, fmt
+
+HEADLINE_KEYS: tuple[str, ...] = (
+    "ttft.p50",
+    "ttft.p90",
+    "ttft.p99",
+    "tpot.p50",
+    "tpot.p99",
+    "itl_mean",
+    "e2e.p99",
+    "completed_rps",
+    "goodput",
+    "sla_attainment",
+    "session_sla_attainment",
+    "task_completion.p50",
+    "error_rate",
+    "rld_token_share",
+    "wan_bandwidth",
+    "bcr",
+)
+REQUIRED_PERCENTILES = (50.0, 90.0, 99.0)  # the tables and figures use these
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("headline", "Headline"),
+    ("ttft-cdf", "TTFT distribution"),
+    ("latency-percentiles", "Latency percentiles"),
+    ("ttft-by-hit-bin", "TTFT by prefix hit rate"),
+    ("load", "Goodput and SLA attainment vs offered load"),
+    ("bcr", "Cost and BCR"),
+    ("bathtub", "Bathtub: token service rate vs hit rate"),
+    ("hit-bins-over-time", "Hit-rate bins over time"),
+    ("handoff", "Handoff: token timeline and ITL spikes"),
+    ("wan", "WAN traffic"),
+    ("sessions", "Agent tasks (sessions)"),
+    ("errors", "Errors"),
+    ("breakdowns", "Breakdowns"),
+    ("links", "Link probes"),
+    ("manifests", "Run manifests"),
+    ("definitions", "Metric definitions"),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One value of the headline table with its delta against the baseline."""
+
+    key: str
+    value: float  # display unit
+    text: str
+    delta: float | None  # relative change, or percentage points for fractions
+    delta_text: str
+    verdict: str  # "better" | "worse" | "same" | "" (baseline or undefined)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    label: str
+    cost: float | None
+    cost_text: str
+    goodput: float
+    bcr: float
+    cost_change: float | None
+    goodput_change: float | None
+    bcr_change: float | None
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    label: str
+    offered_rps: float
+    goodput: float
+    attainment: float
+
+
+@dataclass
+class Report:
+    title: str
+    runs: list[RunAnalysis]
+    baseline: RunAnalysis
+    sla: SLA
+    sla_source: str
+    percentiles: tuple[float, ...]
+    headline_keys: tuple[str, ...]
+    headline: dict[str, list[Cell]]  # label -> cells in headline_keys order
+    costs: list[CostRow]
+    load: dict[str, list[LoadPoint]]  # scenario -> points sorted by offered load
+    capacity: list[CapacityCurve]
+    colors: dict[str, str]  # run label -> hex colour
+    dashes: dict[str, str]  # run label -> line style (runs of one scenario differ)
+    registry: MetricRegistry
+    generated_at: str = field(
+        default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    )
+    notes: list[str] = field(default_factory=list)
+
+    def header_of(self, key: str) -> str:
+        tag, _, stat = key.partition(".")
+        metric = self.registry[tag]
+        unit = metric.shown_in
+        if not stat:
+            name = metric.header
+        elif stat == "count":
+            return f"{metric.header}: count"
+        else:
+            name = f"{metric.header} {stat if stat in ('mean', 'min', 'max') else stat.upper()}"
+        return f"{name} ({unit})"
+
+
+def _delta(
+    value: float, base: float, unit: Unit, direction: Direction
+) -> tuple[float | None, str, str]:
+    if math.isnan(value) or math.isnan(base):
+        return None, "", ""
+    if unit is Unit.FRACTION:
+        d = (value - base) * 100.0
+        text, same = f"{d:+.1f} pp", abs(d) < 0.1
+    else:
+        if base == 0:
+            return None, "", ""
+        d = value / base - 1.0
+        text, same = f"{d * 100:+.1f} %", abs(d) < 0.01
+    if same or direction is Direction.NONE:
+        verdict = "same" if same else ""
+    else:
+        up = d > 0
+        verdict = "better" if up == (direction is Direction.HIGHER) else "worse"
+    return d, text, verdict
+
+
+def headline_cells(
+    run: RunAnalysis, base: RunAnalysis, keys: Sequence[str], registry: MetricRegistry
+) -> list[Cell]:
+    cells = []
+    for key in keys:
+        tag = key.partition(".")[0]
+        metric = registry[tag]
+        value = run.metrics.shown(key)
+        stat = key.partition(".")[2]
+        text = fmt(value) if stat != "count" else f"{value:,.0f}"
+        if run is base:
+            cells.append(Cell(key, value, text, None, "baseline", ""))
+            continue
+        d, dtext, verdict = _delta(
+            run.metrics.value(key), base.metrics.value(key), metric.unit, metric.direction
+        )
+        cells.append(Cell(key, value, text, d, dtext, verdict))
+    return cells
+
+
+def cost_rows(runs: Sequence[RunAnalysis], base: RunAnalysis) -> list[CostRow]:
+    rows = []
+    base_cost = base.cost.total if base.cost else math.nan
+    base_good = base.metrics.value("goodput")
+    for run in runs:
+        cost = run.cost.total if run.cost else math.nan
+        good = run.metrics.value("goodput")
+        c = relative(cost, base_cost)
+        g = relative(good, base_good)
+        rows.append(
+            CostRow(
+                label=run.label,
+                cost=None if math.isnan(cost) else cost,
+                cost_text=run.cost.describe() if run.cost else "no cost model in the scenario",
+                goodput=good,
+                bcr=run.metrics.value("bcr"),
+                cost_change=None if math.isnan(c) else c,
+                goodput_change=None if math.isnan(g) else g,
+                bcr_change=None if math.isnan(c) or math.isnan(g) else relative_bcr(g, c),
+            )
+        )
+    return rows
+
+
+def load_curves(runs: Sequence[RunAnalysis]) -> dict[str, list[LoadPoint]]:
+    """Per scenario with two or more runs: (offered load, goodput, attainment) points."""
+    by_scenario: dict[str, list[RunAnalysis]] = {}
+    for run in runs:
+        by_scenario.setdefault(run.scenario, []).append(run)
+    out: dict[str, list[LoadPoint]] = {}
+    for scenario, group in by_scenario.items():
+        if len(group) < 2:
+            continue
+        pts = [
+            LoadPoint(
+                r.label,
+                r.metrics.value("offered_rps"),
+                r.metrics.value("goodput"),
+                r.metrics.value("sla_attainment"),
+            )
+            for r in group
+        ]
+        out[scenario] = sorted(pts, key=lambda p: (math.isnan(p.offered_rps), p.offered_rps))
+    return out
+
+
+def system_colors(runs: Sequence[RunAnalysis]) -> dict[str, str]:
+    """One hue per scenario (system); several runs of one scenario get shades of it."""
+    import seaborn as sns
+    from matplotlib.colors import to_hex
+
+    scenarios = list(dict.fromkeys(r.scenario for r in runs))
+    base = sns.color_palette("colorblind", max(len(scenarios), 1))
+    colors: dict[str, str] = {}
+    for i, scenario in enumerate(scenarios):
+        group = [r for r in runs if r.scenario == scenario]
+        if len(group) == 1:
+            colors[group[0].label] = to_hex(base[i % len(base)])
+        else:
+            shades = sns.dark_palette(base[i % len(base)], len(group) + 2)[2:]
+            for run, shade in zip(group, shades, strict=True):
+                colors[run.label] = to_hex(shade)
+    return colors
+
+
+def line_styles(runs: Sequence[RunAnalysis]) -> dict[str, str]:
+    """Solid for a scenario's first run, then dashed, dotted, dash-dot."""
+    styles = ("-", "--", ":", "-.")
+    seen: dict[str, int] = {}
+    out = {}
+    for run in runs:
+        i = seen.get(run.scenario, 0)
+        seen[run.scenario] = i + 1
+        out[run.label] = styles[i % len(styles)]
+    return out
+
+
+def _unique_labels(runs: list[RunAnalysis]) -> None:
+    """Label runs by scenario name when those are distinct, else by run id (disambiguated)."""
+    scenarios = [r.scenario for r in runs]
+    if len(set(scenarios)) == len(scenarios):
+        for run in runs:
+            run.label = run.scenario
+        return
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[run.label] = seen.get(run.label, 0) + 1
+    for run in runs:
+        if seen[run.label] > 1 and run.path is not None:
+            run.label = f"{run.label} ({run.path.name})"
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        for i, run in enumerate(runs):
+            run.label = f"{run.label} #{i + 1}"
+
+
+def baseline_index(names: Sequence[tuple[str, str]], name: str | None) -> int:
+    """Index of the baseline among runs named (run id, scenario): first run by default."""
+    if name is None:
+        return 0
+    for field_index in (0, 1):
+        for i, names_of_run in enumerate(names):
+            if names_of_run[field_index] == name:
+                return i
+    if name.isdigit() and 1 <= int(name) <= len(names):
+        return int(name) - 1
+    raise UserError(
+        f"--baseline {name!r} matches no run (give a run id, scenario name or 1-based index)"
+    )
+
+
+def build_report(
+    run_dirs: Sequence[str | Path],
+    *,
+    baseline: str | None = None,
+    sla_overrides: dict[str, float] | None = None,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+    capacity_files: Sequence[str | Path] = (),
+    title: str | None = None,
+) -> Report:
+    """Load and analyse ``run_dirs`` and compare them against the baseline."""
+    if not run_dirs:
+        raise UserError("no run folders given")
+    percentiles = tuple(sorted(set(percentiles) | set(REQUIRED_PERCENTILES)))
+    registry = default_registry()
+    loaded = [load_run(d) for d in run_dirs]
+    # the baseline's scenario SLA (or the default), overridden by --sla
+    base_idx = baseline_index([(r.run_id, r.scenario_name) for r in loaded], baseline)
+    base_sla = loaded[base_idx].sla()
+    source = f"scenario of {loaded[base_idx].run_id}" if base_sla else "pddbench default"
+    sla = base_sla or DEFAULT_SLA
+    if sla_overrides:
+        sla = with_overrides(sla, sla_overrides)
+        source = f"--sla over the {source}"
+    runs = [analyze_run(r, sla=sla, percentiles=percentiles, registry=registry) for r in loaded]
+    _unique_labels(runs)
+    base = runs[base_idx]
+    keys = tuple(k for k in HEADLINE_KEYS if _key_ok(k, percentiles))
+    notes = [
+        f"{r.label}: its scenario's SLA ({r.own_sla.describe()}) differs; judged by the common "
+        "SLA of this report"
+        for r in runs
+        if r.own_sla is not None
+    ]
+    curves = [c for r in runs if r.capacity is not None for c in [r.capacity]]
+    curves.extend(read_capacity(Path(p)) for p in capacity_files)
+    return Report(
+        title=title or f"pddbench report: {', '.join(r.label for r in runs)}",
+        runs=runs,
+        baseline=base,
+        sla=sla,
+        sla_source=source,
+        percentiles=percentiles,
+        headline_keys=keys,
+        headline={r.label: headline_cells(r, base, keys, registry) for r in runs},
+        costs=cost_rows(runs, base),
+        load=load_curves(runs),
+        capacity=curves,
+        colors=system_colors(runs),
+        dashes=line_styles(runs),
+        registry=registry,
+        notes=notes,
+    )
+
+
+def _key_ok(key: str, percentiles: tuple[float, ...]) -> bool:
+    stat = key.partition(".")[2]
+    if not stat or not stat.startswith("p"):
+        return True
+    return stat in {percentile_key(p) for p in percentiles}

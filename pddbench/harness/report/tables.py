@@ -1,0 +1,243 @@
+"""The report's tables as plain text cells, shared by the HTML and Markdown renderers.
+
+Owns which rows and columns each table has and how each number is written; knows
+nothing about HTML or Markdown syntax (a cell is text, an optional second line — the
+delta — and a class such as ``better`` / ``worse``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from pddbench.harness.analysis.breakdowns import Breakdown
+from pddbench.harness.analysis.units import fmt
+from pddbench.harness.report.model import Report
+
+
+@dataclass(frozen=True)
+class TCell:
+    text: str
+    sub: str = ""  # second line (a delta)
+    cls: str = ""  # better | worse | same | muted | ""
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple[TCell, ...], ...]
+    note: str = ""
+    numeric_from: int = 1  # columns from this index are right-aligned ...
+    numeric_to: int | None = None  # ... up to (excluding) this one
+    id: str = field(default="")
+    collapsed: bool = False  # shown folded (HTML <details>)
+
+
+def _pct(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v * 100:+.{digits}f} %"
+
+
+def runs_table(report: Report) -> Table:
+    rows = []
+    for run in report.runs:
+        m = run.metrics
+        rows.append(
+            (
+                TCell(run.label + (" (baseline)" if run is report.baseline else "")),
+                TCell(run.scenario),
+                TCell(f"{m.value('requests'):,.0f}"),
+                TCell(f"{m.value('ok_requests'):,.0f}"),
+                TCell(fmt(m.value("duration"))),
+                TCell(fmt(m.value("offered_rps"))),
+                TCell(fmt(m.value("token_hit_rate") * 100)),
+                TCell("yes" if run.token_times else "no"),
+                TCell(str(run.path) if run.path else "-", cls="muted"),
+            )
+        )
+    return Table(
+        "Runs",
+        (
+            "run",
+            "scenario",
+            "requests",
+            "ok",
+            "window (s)",
+            "offered (req/s)",
+            "token hit rate (%)",
+            "token times",
+            "folder",
+        ),
+        tuple(rows),
+        numeric_from=2,
+        numeric_to=7,
+        id="runs",
+    )
+
+
+def headline_table(report: Report) -> Table:
+    rows = []
+    for i, key in enumerate(report.headline_keys):
+        row = [TCell(report.header_of(key))]
+        for run in report.runs:
+            cell = report.headline[run.label][i]
+            row.append(TCell(cell.text, cell.delta_text, cell.verdict))
+        rows.append(tuple(row))
+    note = (
+        f"Deltas against the baseline {report.baseline.label}: relative change, or "
+        "percentage points (pp) for shares. Green: better, red: worse by the metric's "
+        "direction; grey: within ±1 % (±0.1 pp)."
+    )
+    return Table(
+        "Headline",
+        ("metric", *(r.label for r in report.runs)),
+        tuple(rows),
+        note,
+        id="headline-table",
+    )
+
+
+def cost_table(report: Report) -> Table:
+    rows = []
+    for c in report.costs:
+        rows.append(
+            (
+                TCell(c.label),
+                TCell(c.cost_text),
+                TCell(fmt(c.cost) if c.cost is not None else "-"),
+                TCell(_pct(c.cost_change)),
+                TCell(fmt(c.goodput)),
+                TCell(_pct(c.goodput_change)),
+                TCell(fmt(c.bcr)),
+                TCell(_pct(c.bcr_change), cls=_sign_cls(c.bcr_change)),
+            )
+        )
+    return Table(
+        "Cost and BCR",
+        ("run", "cost model", "cost", "Δ cost", "goodput (req/s)", "Δ goodput", "BCR", "Δ BCR"),
+        tuple(rows),
+        "BCR = SLA goodput ÷ hardware cost; Δ against the baseline.",
+        numeric_from=2,
+    )
+
+
+def _sign_cls(v: float | None) -> str:
+    if v is None or not math.isfinite(v) or abs(v) < 0.01:
+        return ""
+    return "better" if v > 0 else "worse"
+
+
+def scalar_table(report: Report, title: str, keys: tuple[str, ...]) -> Table:
+    rows = []
+    for key in keys:
+        row = [TCell(report.header_of(key))]
+        for run in report.runs:
+            row.append(TCell(fmt(run.metrics.shown(key))))
+        rows.append(tuple(row))
+    return Table(title, ("metric", *(r.label for r in report.runs)), tuple(rows))
+
+
+def error_tables(report: Report) -> list[Table]:
+    out = []
+    for run in report.runs:
+        rows = tuple(
+            (
+                TCell(e.status),
+                TCell(e.error_class),
+                TCell(f"{e.requests:,}"),
+                TCell(f"{e.share * 100:.2f}"),
+            )
+            for e in run.errors
+        )
+        out.append(
+            Table(
+                f"{run.label}",
+                ("status", "error class", "requests", "% of records"),
+                rows,
+                "" if rows else "every request ended ok",
+                numeric_from=2,
+            )
+        )
+    return out
+
+
+BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ttft.p50", "TTFT P50 (ms)"),
+    ("ttft.p99", "TTFT P99 (ms)"),
+    ("tpot.p50", "TPOT P50 (ms)"),
+    ("e2e.p99", "E2E P99 (s)"),
+    ("sla_attainment", "SLA met (%)"),
+    ("goodput", "goodput (req/s)"),
+    ("error_rate", "errors (%)"),
+    ("wan_bytes_req.mean", "WAN MB/req"),
+    ("rld_token_share", "RLD tokens (%)"),
+)
+
+
+def breakdown_table(run_label: str, bd: Breakdown) -> Table:
+    rows = []
+    for g in bd.groups:
+        row = [TCell(g.label), TCell(f"{g.requests:,}"), TCell(f"{g.share * 100:.1f}")]
+        for key, _ in BREAKDOWN_COLUMNS:
+            v = g.metrics.shown(key)
+            if key.startswith("wan_bytes_req"):
+                v = g.metrics.value(key) / 1e6
+            row.append(TCell(fmt(v)))
+        rows.append(tuple(row))
+    return Table(
+        f"{run_label} — {bd.title}",
+        ("group", "requests", "%", *(h for _, h in BREAKDOWN_COLUMNS)),
+        tuple(rows),
+        collapsed=True,
+    )
+
+
+def links_table(report: Report) -> Table | None:
+    rows = []
+    keys: list[str] = []
+    for run in report.runs:
+        for link in run.links:
+            for k in link:
+                if k not in keys and k not in ("run_id", "t_unix"):
+                    keys.append(k)
+    if not keys:
+        return None
+    for run in report.runs:
+        for link in run.links:
+            rows.append((TCell(run.label), *(TCell(_cell_text(link.get(k))) for k in keys)))
+    return Table("Link probes", ("run", *keys), tuple(rows), numeric_from=2)
+
+
+def _cell_text(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return fmt(v)
+    if isinstance(v, dict | list):
+        return json.dumps(v, default=str)
+    return str(v)
+
+
+def definitions_table(report: Report) -> Table:
+    rows = []
+    for metric in report.registry:
+        rows.append(
+            (
+                TCell(metric.tag),
+                TCell(metric.header),
+                TCell(str(metric.shown_in)),
+                TCell(str(metric.applies_to)),
+                TCell(str(metric.direction)),
+                TCell(metric.description),
+                TCell(metric.nan_means, cls="muted"),
+            )
+        )
+    return Table(
+        "Metric definitions",
+        ("tag", "name", "unit", "records", "better", "definition", "NaN / '-' means"),
+        tuple(rows),
+        f"Percentiles: numpy linear interpolation; computed: "
+        f"{', '.join(f'P{p:g}' for p in report.percentiles)}.",
+        numeric_from=99,
+    )

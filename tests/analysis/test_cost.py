@@ -1,0 +1,67 @@
+"""BCR arithmetic and the published PDD cost table (PDD.md, E10), recomputed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pddbench.errors import UserError
+from pddbench.harness.analysis.cost import (
+    CostModel,
+    bcr,
+    cost_from_mapping,
+    relative,
+    relative_bcr,
+)
+
+BASELINE = CostModel(unit_price={"A": 1.0}, gpus={"A": 88})
+
+
+def pdd(b_price: float, line: float) -> CostModel:
+    return CostModel(unit_price={"A": 1.0, "B": b_price}, gpus={"A": 43, "B": 32}, line_cost=line)
+
+
+def test_published_cost_changes_with_the_line_at_0_3_a() -> None:
+    low = relative(pdd(1.2, 0.3).total, BASELINE.total)
+    high = relative(pdd(1.3, 0.3).total, BASELINE.total)
+    assert low == pytest.approx((43 + 32 * 1.2 + 0.3) / 88 - 1)  # -7.16 %
+    assert high == pytest.approx((43 + 32 * 1.3 + 0.3) / 88 - 1)  # -3.52 %
+    # within 0.1 percentage point of the published -7.1 % and -3.5 %
+    assert abs(low * 100 - (-7.1)) < 0.1
+    assert abs(high * 100 - (-3.5)) < 0.1
+    assert round(low * 100, 2) == -7.16 and round(high * 100, 2) == -3.52
+
+
+def test_line_cost_consistent_with_every_published_figure() -> None:
+    lines = np.round(np.arange(0.0, 1.0, 0.0001), 4)
+    ok = [
+        line
+        for line in lines
+        if round(relative(pdd(1.2, line).total, 88) * 100, 1) == -7.1
+        and round(relative(pdd(1.3, line).total, 88) * 100, 1) == -3.5
+        and round(relative_bcr(0.278, relative(pdd(1.2, line).total, 88)) * 100, 1) == 37.5
+    ]
+    assert ok, "no line cost reproduces the published figures"
+    assert min(ok) >= 0.36 and max(ok) <= 0.365  # the documented 0.362-0.364 A
+
+
+def test_published_bcr_from_goodput_and_cost() -> None:
+    assert relative_bcr(0.278, -0.071) == pytest.approx(1.278 / 0.929 - 1)
+    assert round(1.278 / 0.929, 3) == 1.376
+    assert abs(relative_bcr(0.278, -0.071) * 100 - 37.5) < 0.1
+
+
+def test_bcr_is_goodput_per_cost() -> None:
+    assert bcr(8.8, BASELINE) == pytest.approx(0.1)
+    assert math.isnan(bcr(8.8, None))
+    assert "43×A + 32×B + line 0.3 = 81.7" in pdd(1.2, 0.3).describe()
+
+
+def test_cost_model_validation() -> None:
+    with pytest.raises(UserError, match="unit_price"):
+        cost_from_mapping({"unit_price": {"A": 1}, "gpus": {"A": 4, "B": 2}}, where="m.json")
+    with pytest.raises(UserError, match=r"m\.json"):
+        cost_from_mapping({"unit_price": {"A": 1}, "gpus": {"A": -1}}, where="m.json")
+    assert cost_from_mapping(None, where="m.json") is None

@@ -1,0 +1,134 @@
+"""Scenarios: validation with one-line errors, built-ins, and the engine command path."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pddbench.errors import UserError
+from pddbench.harness.scenario import builtin_scenarios, load_scenario, parse_scenario
+from tests.harness.test_replay_cli import ROOT, _trace
+
+PDDBENCH = [sys.executable, "-m", "pddbench"]
+
+
+def test_builtins_load_and_derive_sites() -> None:
+    names = builtin_scenarios()
+    assert {"same-dc-pd", "cross-dc-pd", "pdd"} <= set(names)
+    pdd = load_scenario("pdd")
+    net = pdd.network_config()
+    assert {s.name for s in net.sites} == {"dc-a", "dc-b"}
+    assert [c.site for c in net.effective_clients()] == ["dc-a"]  # next to the router
+    assert pdd.front_door_name == "router" and pdd.integrity_seed == 0
+    assert net.scale == pdd.emulation_scale
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('name = "x"\n', "give either a [deployment]"),
+        (
+            'name = "x"\nfront_door = "nope"\n[[engines]]\nname = "e"\ncommand = ["a"]\n',
+            "front_door 'nope'",
+        ),
+        ('name = "x"\n[[engines]]\nname = "e"\ncommand = ["a"]\nport = 0\n', "engines.0.port"),
+        (
+            'name = "x"\n[[engines]]\nname = "e"\ncommand = ["a"]\n[network]\nscale = -1\n',
+            "network",
+        ),
+        ('name = "x"\nbogus = 1\n[[engines]]\nname = "e"\ncommand = ["a"]\n', "bogus"),
+        ("name = \n", "not valid TOML"),
+    ],
+)
+def test_invalid_scenarios_give_one_line(text: str, fragment: str) -> None:
+    with pytest.raises(UserError) as err:
+        parse_scenario(text, "s.toml")
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _engine_scenario(path: Path, command: list[str], port: int) -> Path:
+    path.write_text(
+        'name = "sse-engine"\nstartup_timeout_s = 20\n'
+        "[[engines]]\n"
+        f'name = "e0"\nport = {port}\nstartup_timeout_s = 20\n'
+        f"command = {json.dumps(command)}\n"
+    )
+    return path
+
+
+def test_engine_command_path_replays_on_loopback(tmp_path) -> None:
+    port = _free_port()
+    scen = _engine_scenario(
+        tmp_path / "s.toml",
+        ["{python}", "-m", "tests.harness.sse_server", "2", "0", "{host}", "{port}"],
+        port,
+    )
+    trace = _trace(tmp_path / "t.parquet", sessions=4, turns=2)
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(trace),
+            "--scenario",
+            str(scen),
+            "--no-emulation",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    (run,) = list((tmp_path / "o").iterdir())
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(df) == 8 and (df.status == "ok").all()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["deployment"]["mode"] == "loopback"
+    assert manifest["scenario"]["engines"][0]["port"] == port
+
+
+def test_engine_that_dies_is_named_with_its_log(tmp_path) -> None:
+    scen = _engine_scenario(
+        tmp_path / "s.toml",
+        ["{python}", "-c", "import sys; print('cannot load model weights'); sys.exit(3)"],
+        _free_port(),
+    )
+    trace = _trace(tmp_path / "t.parquet", sessions=1, turns=1)
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(trace),
+            "--scenario",
+            str(scen),
+            "--no-emulation",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1
+    assert "instance e0 exited with status 3" in res.stderr
+    assert "cannot load model weights" in res.stderr
+    assert "Traceback" not in res.stderr
+    (run,) = list((tmp_path / "o").iterdir())
+    assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
