@@ -68,7 +68,7 @@ def server():
 
 
 def _run_dir(out: Path) -> Path:
-    (run,) = list(out.iterdir())
+    (run,) = [p for p in out.iterdir() if p.is_dir()]
     return run
 
 
@@ -95,7 +95,9 @@ def test_replay_target_records_every_request_once(tmp_path, server) -> None:
     # theoretical cached tokens: turn t reuses t full blocks of 64 from turn t-1
     by = df.set_index("request_id")
     assert by.loc["s3-t2", "cached_tokens_theoretical"] == 128
-    assert "target" in res.stdout and "ttft_p50_s" in res.stdout
+    assert "Headline" in res.stdout and "TTFT" in res.stdout
+    (report,) = (tmp_path / "o").glob("report-*.html")
+    assert report.stat().st_size > 10_000
 
 
 def test_missing_trace_one_line_hint(tmp_path) -> None:
@@ -155,7 +157,7 @@ def _start_slow_replay(tmp_path: Path, url: str) -> subprocess.Popen:
 def _wait_for_records(run_parent: Path, at_least: int, timeout: float = 30.0) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = list(run_parent.iterdir()) if run_parent.exists() else []
+        runs = [p for p in run_parent.iterdir() if p.is_dir()] if run_parent.exists() else []
         if runs and (runs[0] / "journal.jsonl").exists():
             lines = (runs[0] / "journal.jsonl").read_text().count("\n")
             if lines >= at_least:

@@ -94,7 +94,7 @@ def test_engine_command_path_replays_on_loopback(tmp_path) -> None:
         timeout=120,
     )
     assert res.returncode == 0, res.stderr
-    (run,) = list((tmp_path / "o").iterdir())
+    (run,) = [p for p in (tmp_path / "o").iterdir() if p.is_dir()]
     df = pq.read_table(run / "requests.parquet").to_pandas()
     assert len(df) == 8 and (df.status == "ok").all()
     manifest = json.loads((run / "manifest.json").read_text())
@@ -130,5 +130,5 @@ def test_engine_that_dies_is_named_with_its_log(tmp_path) -> None:
     assert "instance e0 exited with status 3" in res.stderr
     assert "cannot load model weights" in res.stderr
     assert "Traceback" not in res.stderr
-    (run,) = list((tmp_path / "o").iterdir())
+    (run,) = [p for p in (tmp_path / "o").iterdir() if p.is_dir()]
     assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
