@@ -62,6 +62,8 @@ def trace() -> None:
         "finalize": "pddbench.harness.finalize_cli:finalize",
         "scenario": "pddbench.harness.scenario_cli:scenario",
         "report": "pddbench.harness.analysis_cli:report_command",
+        "capacity": "pddbench.harness.capacity_cli:capacity",
+        "nightly": "pddbench.harness.nightly:nightly",
         "regress": "pddbench.harness.analysis_cli:regress_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},

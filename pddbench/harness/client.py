@@ -14,17 +14,17 @@ only by a whole-request timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 import aiohttp
-import numpy as np
 
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
-from pddbench.harness.stream import StreamAccumulator, StreamSummary
+from pddbench.harness.stream import StreamAccumulator
+from pddbench.harness.stream_records import SseReader, http_error_message, settle_record
+from pddbench.harness.stream_records import fail_record as _fail
+from pddbench.harness.stream_records import finish_record as _finish
 
 
 class ApiKind(StrEnum):
@@ -85,15 +85,6 @@ def request_body(api: ApiConfig, prompt: list[int], max_tokens: int, request_id:
     return body
 
 
-def _error_text(payload: object) -> str:
-    if isinstance(payload, dict):
-        err = payload.get("error", payload)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
-    return str(payload)
-
-
 async def stream_completion(
     http: aiohttp.ClientSession,
     base_url: str,
@@ -106,40 +97,20 @@ async def stream_completion(
 ) -> RequestRecord:
     """Send one request, read its stream, and fill ``record`` (also returned)."""
     acc = StreamAccumulator(expected_token_fn=expected_token_fn)
-    feed = acc.feed_sglang if api.kind is ApiKind.SGLANG else acc.feed_openai
+    reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
     body = request_body(api, prompt, record.expected_output_tokens, record.request_id)
     headers = {"X-Request-Id": record.request_id}
     record.actual_send_s = clock()
-    server_error: str | None = None
-    done = False
     try:
         async with http.post(
             base_url + api.endpoint, json=body, headers=headers, timeout=api.timeout()
         ) as resp:
             if resp.status >= 400:
-                text = (await resp.text())[:300]
-                with contextlib.suppress(json.JSONDecodeError):
-                    text = _error_text(json.loads(text))
-                return _fail(record, clock, ErrorClass.HTTP, f"HTTP {resp.status}: {text}")
+                text = await resp.text()
+                return _fail(record, clock, ErrorClass.HTTP, http_error_message(resp.status, text))
             async for raw in resp.content:
-                now = clock()
-                if not raw.startswith(b"data:"):
-                    continue
-                data = raw[5:].strip()
-                if data == b"[DONE]":
-                    done = True
+                if reader.feed_line(clock(), raw):
                     break
-                try:
-                    chunk = json.loads(data)
-                except json.JSONDecodeError:
-                    server_error = f"malformed stream chunk: {data[:80]!r}"
-                    break
-                if isinstance(chunk, dict) and "error" in chunk:
-                    server_error = _error_text(chunk)
-                    break
-                feed(now, chunk)
-                if api.kind is ApiKind.SGLANG and _sglang_finished(chunk):
-                    done = True
     except TimeoutError:
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         return _fail(
@@ -159,71 +130,4 @@ async def stream_completion(
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         return _fail(record, clock, ErrorClass.STREAM, f"{type(exc).__name__}: {exc}")
     summary = acc.summary(record.expected_output_tokens)
-    _finish(record, summary, clock)
-    if api.keep_token_times:
-        record.token_times_s = list(summary.token_times_s)
-    if server_error is not None:
-        return _fail(record, clock, ErrorClass.STREAM, server_error)
-    if not done:
-        return _fail(record, clock, ErrorClass.STREAM, "stream ended without [DONE]")
-    if summary.integrity_ok is False:
-        return _fail(record, clock, ErrorClass.INTEGRITY, summary.integrity_error or "integrity")
-    return record
-
-
-def _sglang_finished(chunk: object) -> bool:
-    meta = chunk.get("meta_info") if isinstance(chunk, dict) else None
-    return isinstance(meta, dict) and meta.get("finish_reason") is not None
-
-
-def _finish(record: RequestRecord, s: StreamSummary, clock: Callable[[], float]) -> None:
-    record.end_s = clock()
-    record.chunks = s.chunks
-    record.output_tokens = s.output_tokens
-    record.first_token_s = s.first_token_s
-    record.last_token_s = s.last_token_s
-    send = record.actual_send_s
-    if send is not None:
-        record.e2e_s = record.end_s - send
-        if s.first_token_s is not None:
-            record.ttft_s = s.first_token_s - send
-    record.tpot_s = s.tpot_s
-    if s.itl_s.size:
-        p50, p90, p99 = np.percentile(s.itl_s, [50, 90, 99])
-        record.itl_mean_s = float(s.itl_s.mean())
-        record.itl_p50_s, record.itl_p90_s, record.itl_p99_s = float(p50), float(p90), float(p99)
-        record.itl_max_s = float(s.itl_s.max())
-    record.cached_tokens_reported = s.cached_tokens_reported
-    record.integrity_ok = s.integrity_ok
-    if s.server_timing is not None:
-        pdd = s.server_timing
-        record.server_timing = json.dumps(pdd, separators=(",", ":"))
-        record.pipeline = _str_or_none(pdd.get("pipeline"))
-        record.first_token_origin = _str_or_none(pdd.get("first_token_origin"))
-        record.handoff_mode = _str_or_none(pdd.get("handoff_mode"))
-        record.relay_tokens = _int_or_none(pdd.get("relay_tokens"))
-        record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
-
-
-def _str_or_none(v: object) -> str | None:
-    return None if v is None else str(v)
-
-
-def _int_or_none(v: object) -> int | None:
-    return int(v) if isinstance(v, int | float) else None
-
-
-def _fail(
-    record: RequestRecord,
-    clock: Callable[[], float],
-    error_class: ErrorClass,
-    message: str,
-    *,
-    status: Status = Status.ERROR,
-) -> RequestRecord:
-    if record.end_s is None:
-        record.end_s = clock()
-    record.status = status
-    record.error_class = error_class
-    record.error_message = message[:500]
-    return record
+    return settle_record(record, reader, summary, clock, keep_token_times=api.keep_token_times)

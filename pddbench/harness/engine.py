@@ -21,6 +21,7 @@ import aiohttp
 from pddbench.harness.client import ApiConfig, stream_completion
 from pddbench.harness.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.records import ErrorClass, Journal, RequestRecord, Status
+from pddbench.harness.stream_records import record_for, skipped_record
 
 PromptFn = Callable[[PlannedRequest], list[int]]
 OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
@@ -129,18 +130,7 @@ class AsyncioEngine:
 
     async def _one(self, http: aiohttp.ClientSession, due: DueRequest) -> None:
         req = due.request
-        record = RequestRecord(
-            request_id=req.request_id,
-            session_id=req.session_id,
-            turn_index=req.turn_index,
-            parent_request_id=req.parent_request_id,
-            intended_send_s=due.intended_send_s,
-            input_tokens=req.input_length,
-            expected_output_tokens=req.output_length,
-        )
-        theoretical = self.config.cached_tokens_theoretical
-        if theoretical is not None:
-            record.cached_tokens_theoretical = theoretical.get(req.request_id)
+        record = record_for(due, self.config.cached_tokens_theoretical)
         ok = False
         try:
             prompt = self.prompt_fn(req)
@@ -196,17 +186,4 @@ class AsyncioEngine:
             self.stats.lag_s.append(lag - record.client_queue_s)
 
     def _journal_skipped(self, req: PlannedRequest) -> None:
-        self.journal.append(
-            RequestRecord(
-                request_id=req.request_id,
-                session_id=req.session_id,
-                turn_index=req.turn_index,
-                parent_request_id=req.parent_request_id,
-                intended_send_s=float("nan"),
-                input_tokens=req.input_length,
-                expected_output_tokens=req.output_length,
-                status=Status.SKIPPED,
-                error_class=ErrorClass.DEPENDENCY,
-                error_message="a request this one depends on failed",
-            )
-        )
+        self.journal.append(skipped_record(req))

@@ -175,13 +175,57 @@ def selection_options(f):
     return f
 
 
+def locust_options(f):
+    """``--engine`` and the Locust engine's options (distributed load generation)."""
+    opts = [
+        click.option(
+            "--engine",
+            type=click.Choice(["asyncio", "locust"]),
+            default="asyncio",
+            show_default=True,
+            help="asyncio: one client process; locust: a Locust master and --workers worker "
+            "processes (or machines, with --master).",
+        ),
+        click.option(
+            "--workers",
+            type=int,
+            default=2,
+            show_default=True,
+            help="Locust workers: started here, or expected from other machines (--master).",
+        ),
+        click.option(
+            "--master",
+            "locust_master",
+            is_flag=True,
+            help="Locust: be the master of workers on other machines (start each with "
+            "`pddbench replay --engine locust --worker --master-host THIS_HOST`).",
+        ),
+        click.option(
+            "--worker",
+            "locust_worker",
+            is_flag=True,
+            help="Locust: be a worker of the master at --master-host (needs no trace: the "
+            "master sends the shard, target and options).",
+        ),
+        click.option("--master-host", default=None, metavar="HOST", help="Locust master."),
+        click.option(
+            "--master-port", type=int, default=5557, show_default=True, help="Locust master's port."
+        ),
+        click.option("--web-ui", is_flag=True, help="Locust: serve Locust's web UI (live view)."),
+        click.option("--web-port", type=int, default=8089, show_default=True),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
 @click.command("replay")
 @click.option(
     "--trace",
     "trace_path",
-    required=True,
+    default=None,
     type=click.Path(path_type=Path),
-    help="Canonical trace (parquet) to replay.",
+    help="Canonical trace (parquet) to replay (required, except with --worker).",
 )
 @click.option(
     "--scenario",
@@ -216,19 +260,51 @@ def selection_options(f):
     is_flag=True,
     help="Record link probes but do not refuse to run when they are off.",
 )
+@locust_options
 @selection_options
 def replay(
-    trace_path: Path,
+    trace_path: Path | None,
     scenarios: tuple[str, ...],
     target: str | None,
     out_root: Path,
     label: str | None,
     no_emulation: bool,
     no_probe_check: bool,
+    engine: str,
+    workers: int,
+    locust_master: bool,
+    locust_worker: bool,
+    master_host: str | None,
+    master_port: int,
+    web_ui: bool,
+    web_port: int,
     **kw: object,
 ) -> None:
     """Replay agentic sessions from TRACE against the systems under test."""
+    if locust_worker:
+        if not master_host:
+            raise UserError("--worker needs --master-host HOST (the master's address)")
+        from pddbench.harness.locust_engine import run_locust_worker
+
+        raise click.exceptions.Exit(run_locust_worker(master_host, master_port))
+    if trace_path is None:
+        raise UserError("--trace is required (only a --worker runs without one)")
+    if engine != "locust" and (locust_master or web_ui or master_host):
+        raise UserError("--master, --master-host and --web-ui need --engine locust")
+    if workers < 1:
+        raise UserError("--workers must be >= 1")
+    from pddbench.harness.locust_engine import LocustSettings
     from pddbench.harness.replay_main import replay_main
+
+    locust = None
+    if engine == "locust":
+        locust = LocustSettings(
+            workers=workers,
+            master=locust_master,
+            master_port=master_port,
+            web_ui=web_ui,
+            web_port=web_port,
+        )
 
     options = build_options(**kw)  # type: ignore[arg-type]
     code = replay_main(
@@ -241,6 +317,7 @@ def replay(
         argv=["pddbench", *sys.argv[1:]],
         emulate=not no_emulation,
         check_probes=not no_probe_check,
+        locust=locust,
     )
     if code:
         raise click.exceptions.Exit(code)

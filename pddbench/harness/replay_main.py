@@ -13,8 +13,10 @@ import click
 
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.client import ApiKind
+from pddbench.harness.default_window import default_selection
 from pddbench.harness.deploy import deploy, enter_netns
 from pddbench.harness.live import LiveView
+from pddbench.harness.locust_engine import LocustSettings
 from pddbench.harness.replay import (
     ReplayOptions,
     ReplayPlan,
@@ -69,9 +71,13 @@ def replay_main(
     argv: list[str],
     emulate: bool = True,
     check_probes: bool = True,
+    locust: LocustSettings | None = None,
 ) -> int:
-    """Run the replays; returns the exit status."""
+    """Run the replays; returns the exit status (``locust``: use the Locust engine)."""
     trace = load_trace(trace_path)
+    options, default_note = default_selection(trace.table, options, trace.epoch)
+    if default_note:
+        click.echo(f"pddbench: {default_note}", err=True)
     plan = prepare(trace, options)
     if not plan.requests:
         raise UserError(
@@ -93,9 +99,12 @@ def replay_main(
             "emulation": None,
         }
         manifest["trace"] = trace_info
-        outcome = run_replay(
-            plan, options, target, paths, manifest, live=LiveView(label or "target")
-        )
+        if locust is not None:
+            outcome = locust.run(plan, options, target, paths, manifest, label=label or "target")
+        else:
+            outcome = run_replay(
+                plan, options, target, paths, manifest, live=LiveView(label or "target")
+            )
         runs.append(outcome.paths)
         interrupted = outcome.interrupted
     else:
@@ -108,6 +117,7 @@ def replay_main(
             trace_info=trace_info,
             emulate=emulate,
             check_probes=check_probes,
+            locust=locust,
         )
         if failed and not interrupted:
             print_comparison(runs)
@@ -145,6 +155,7 @@ def replay_scenarios(
     trace_info: dict[str, object],
     emulate: bool,
     check_probes: bool,
+    locust: LocustSettings | None = None,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
@@ -169,14 +180,19 @@ def replay_scenarios(
                 manifest["deployment"] = dataclasses.asdict(info)
                 manifest["links"] = info.links
                 with enter_netns(client_ns):
-                    outcome = run_replay(
-                        run_plan,
-                        opts,
-                        info.front_door,
-                        paths,
-                        manifest,
-                        live=LiveView(scenario.name),
-                    )
+                    if locust is not None:  # master and workers start inside the namespace
+                        outcome = locust.run(
+                            run_plan, opts, info.front_door, paths, manifest, label=scenario.name
+                        )
+                    else:
+                        outcome = run_replay(
+                            run_plan,
+                            opts,
+                            info.front_door,
+                            paths,
+                            manifest,
+                            live=LiveView(scenario.name),
+                        )
         except KeyboardInterrupt:
             _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
             runs.append(paths)

@@ -197,3 +197,42 @@ def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
     df = pq.read_table(run / "requests.parquet").to_pandas()
     assert len(df) >= flushed and df.request_id.is_unique
     assert json.loads((run / "manifest.json").read_text())["status"] == "recovered"
+
+
+def test_replay_engine_locust_two_workers(tmp_path, server) -> None:
+    url = server(tokens_per_chunk=2)
+    trace = _trace(tmp_path / "t.parquet", sessions=10, turns=2)
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--engine",
+            "locust",
+            "--workers",
+            "2",
+            "--trace",
+            str(trace),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    run = _run_dir(tmp_path / "o")
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(df) == 20 and df.request_id.is_unique and (df.status == "ok").all()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["replay"]["engine"] == "locust"
+    assert len(manifest["locust"]["workers"]) == 2
+
+
+def test_replay_worker_needs_master_host() -> None:
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--worker"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 2 and "--master-host" in res.stderr
