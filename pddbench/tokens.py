@@ -1,61 +1,65 @@
 """Deterministic output tokens shared by the reference servers and the client's checks.
 
 The reference servers emit, at output position ``i`` of a request, the token
-``output_token(seed, request_id, i)`` whichever instance (RelayDecode or MainDecode)
-produces it, so a client can verify that a stream crossing a handoff has no duplicate,
-missing or reordered token. Stable across processes and machines (blake2b + SplitMix64,
-never Python's ``hash()``). Lives outside ``servers`` and ``harness`` because both use it.
+``output_token(seed, request_id, i, vocab_size)`` whichever instance (RelayDecode or
+MainDecode) produces it, so a client can verify that a stream crossing a handoff has no
+duplicate, missing or reordered token::
+
+    output_token(seed, rid, i, V) =
+        int.from_bytes(blake2b(f"{seed}|{rid}|{i}".encode(), digest_size=8).digest(),
+                       "little") % (V - 1)
+
+The EOS token is ``V - 1`` (never produced by the formula). Position ``i`` ends the
+request with EOS (unless ``ignore_eos`` or ``i < min_tokens``) when
+``blake2b(f"eos|{seed}|{rid}|{i}")`` read the same way, divided by 2**64, is below the
+deployment's ``eos_probability``. Stable across processes and machines (never Python's
+``hash()``). Lives outside ``servers`` and ``harness`` because both use it; each response's
+``pdd.token_fn`` names the seed and vocabulary size.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from hashlib import blake2b
 
-from pddbench.workloads.materialize import splitmix64, stable_hash64
-
-DEFAULT_VOCAB = 32000
-DEFAULT_FIRST_ID = 1000
+_TWO64 = float(2**64)
 
 
-def request_key(seed: int, request_id: str) -> int:
-    """The 64-bit key from which a request's output tokens are derived."""
-    return stable_hash64(f"{seed}:{request_id}")
+class TokenStream:
+    """The deterministic output of one request."""
 
+    __slots__ = ("_eos_prefix", "_prefix", "eos_probability", "vocab_size")
 
-def output_tokens(
-    seed: int,
-    request_id: str,
-    start: int,
-    count: int,
-    *,
-    vocab_size: int = DEFAULT_VOCAB,
-    first_id: int = DEFAULT_FIRST_ID,
-) -> list[int]:
-    """Tokens at output positions ``start .. start+count-1`` of a request."""
-    key = np.uint64(request_key(seed, request_id))
-    positions = np.arange(start, start + count, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        mixed = splitmix64(positions * np.uint64(0x9E3779B97F4A7C15) + key)
-    usable = np.uint64(vocab_size - first_id)
-    return ((mixed % usable).astype(np.int64) + first_id).tolist()
+    def __init__(
+        self, seed: int, request_id: str, vocab_size: int, eos_probability: float = 0.0
+    ) -> None:
+        self._prefix = f"{seed}|{request_id}|".encode()
+        self._eos_prefix = f"eos|{seed}|{request_id}|".encode()
+        self.vocab_size = vocab_size
+        self.eos_probability = eos_probability
 
-
-class TokenOracle:
-    """Expected token per position for one request (cached in blocks for fast checks)."""
-
-    def __init__(self, seed: int, request_id: str, *, block: int = 256, **vocab: int):
-        self._seed = seed
-        self._request_id = request_id
-        self._block = block
-        self._vocab = vocab
-        self._cache: dict[int, list[int]] = {}
+    def token(self, position: int) -> int:
+        digest = blake2b(self._prefix + str(position).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") % (self.vocab_size - 1)
 
     def __call__(self, position: int) -> int:
-        b = position // self._block
-        tokens = self._cache.get(b)
-        if tokens is None:
-            tokens = output_tokens(
-                self._seed, self._request_id, b * self._block, self._block, **self._vocab
-            )
-            self._cache[b] = tokens
-        return tokens[position % self._block]
+        """The expected token at ``position`` (a client's integrity oracle)."""
+        return self.token(position)
+
+    @property
+    def eos_token(self) -> int:
+        return self.vocab_size - 1
+
+    def is_eos(self, position: int) -> bool:
+        if self.eos_probability <= 0.0:
+            return False
+        digest = blake2b(self._eos_prefix + str(position).encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") / _TWO64 < self.eos_probability
+
+
+def output_token(seed: int, request_id: str, position: int, vocab_size: int) -> int:
+    return TokenStream(seed, request_id, vocab_size).token(position)
+
+
+def token_text(token_id: int) -> str:
+    """The text a token renders as in ``choices[0].text``."""
+    return f" {token_id}"

@@ -28,7 +28,7 @@ from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer, Thin
 from pddbench.harness.records import Journal, finalize_journal
 from pddbench.harness.rundir import RunPaths, anchor_clock, write_manifest
 from pddbench.harness.session_plan import Selection, plan_requests
-from pddbench.tokens import TokenOracle
+from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
 from pddbench.workloads.materialize import Materializer
 from pddbench.workloads.schema import Col
@@ -161,7 +161,7 @@ async def _execute(
         seed = options.integrity_seed
 
         def oracle(req: PlannedRequest) -> Callable[[int], int]:
-            return TokenOracle(seed, req.request_id)
+            return TokenStream(seed, req.request_id, options.vocab_size)
 
     journal = Journal(paths.journal)
     engine = AsyncioEngine(
@@ -214,17 +214,9 @@ async def _execute(
     return engine.stats.errors, interrupted
 
 
-def run_replay(
-    plan: ReplayPlan,
-    options: ReplayOptions,
-    base_url: str,
-    paths: RunPaths,
-    manifest: dict[str, object],
-    *,
-    live: LiveView | None = None,
-) -> ReplayOutcome:
-    """Replay ``plan`` against ``base_url``; always finalises the run folder."""
-    manifest["replay"] = {
+def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
+    """The manifest's ``replay`` entry (every engine writes the same keys)."""
+    return {
         "target": base_url,
         "selection": asdict(options.selection),
         "think_policy": str(options.think_policy),
@@ -238,6 +230,19 @@ def run_replay(
         "integrity_seed": options.integrity_seed,
         "plan": plan.selection_note,
     }
+
+
+def run_replay(
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    base_url: str,
+    paths: RunPaths,
+    manifest: dict[str, object],
+    *,
+    live: LiveView | None = None,
+) -> ReplayOutcome:
+    """Replay ``plan`` against ``base_url``; always finalises the run folder."""
+    manifest["replay"] = replay_section(plan, options, base_url)
     errors, interrupted = 0, False
     try:
         errors, interrupted = asyncio.run(_execute(plan, options, base_url, paths, manifest, live))

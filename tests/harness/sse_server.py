@@ -14,7 +14,7 @@ import time
 
 from aiohttp import web
 
-from pddbench.tokens import output_tokens
+from pddbench.tokens import TokenStream
 
 LOG: web.AppKey[list] = web.AppKey("log", list)
 
@@ -37,7 +37,8 @@ def make_app(
         app[LOG].append((rid, time.monotonic(), len(prompt)))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        toks = output_tokens(seed, rid, 0, n)
+        stream = TokenStream(seed, rid, 32000)
+        toks = [stream.token(i) for i in range(n)]
         if rid.endswith("-dup") and n > 2:
             toks = toks[:2] + toks[1:-1]
         sent = 0

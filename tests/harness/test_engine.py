@@ -12,7 +12,7 @@ from pddbench.harness.client import ApiConfig
 from pddbench.harness.engine import AsyncioEngine, EngineConfig
 from pddbench.harness.player import PlannedRequest, SessionPlayer
 from pddbench.harness.records import Journal, finalize_journal
-from pddbench.tokens import TokenOracle
+from pddbench.tokens import TokenStream
 from tests.harness.sse_server import LOG, RunningServer
 
 
@@ -35,7 +35,7 @@ def _run(plan, tmp_path, *, api=None, **server_kwargs):
                 EngineConfig(base_url=srv.url, api=api or ApiConfig(stall_timeout_s=2.0)),
                 journal,
                 prompt_fn=lambda r: list(range(r.input_length)),
-                oracle_fn=lambda r: TokenOracle(0, r.request_id),
+                oracle_fn=lambda r: TokenStream(0, r.request_id, 32000),
             )
             stats = await engine.run()
             journal.close()

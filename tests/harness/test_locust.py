@@ -96,28 +96,6 @@ def _agentic_trace(
     return write_trace(table, path)
 
 
-@pytest.fixture
-def server():
-    procs: list[subprocess.Popen] = []
-
-    def start(tokens_per_chunk: int = 1, delay: float = 0.0) -> str:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.harness.sse_server", str(tokens_per_chunk), str(delay)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
-        return url
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
-
-
 def _plan(tmp_path: Path, options: ReplayOptions, **trace_kw) -> ReplayPlan:
     return prepare(read_trace(_agentic_trace(tmp_path / "t.parquet", **trace_kw)), options)
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from pddbench.workloads.traceio import build_table, write_trace
 
@@ -44,27 +43,6 @@ def _trace(path: Path, sessions: int = 20, turns: int = 3) -> Path:
         think_time_s=rows["think"],
     )
     return write_trace(table, path)
-
-
-@pytest.fixture
-def server():
-    def start(tokens_per_chunk: int = 1, delay: float = 0.0):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.harness.sse_server", str(tokens_per_chunk), str(delay)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:")
-        return url
-
-    procs: list[subprocess.Popen] = []
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
 
 
 def _run_dir(out: Path) -> Path:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -40,7 +40,7 @@ from pddbench.harness.locust_engine.job import (
     write_plan,
 )
 from pddbench.harness.records import finalize_journal
-from pddbench.harness.replay import ReplayOptions, ReplayOutcome, ReplayPlan
+from pddbench.harness.replay import ReplayOptions, ReplayOutcome, ReplayPlan, replay_section
 from pddbench.harness.rundir import RunPaths, write_manifest
 
 DEFAULT_MASTER_PORT = 5557
@@ -85,24 +85,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
-    """The manifest's ``replay`` entry (the same keys as the asyncio engine writes)."""
-    return {
-        "target": base_url,
-        "selection": asdict(options.selection),
-        "think_policy": str(options.think_policy),
-        "on_error": str(options.on_error),
-        "api": {
-            k: str(v) if not isinstance(v, int | float | bool) else v
-            for k, v in asdict(options.api).items()
-        },
-        "max_concurrency": options.max_concurrency,
-        "max_duration_s": options.max_duration_s,
-        "integrity_seed": options.integrity_seed,
-        "plan": plan.selection_note,
-    }
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from pddbench.harness.player import PlannedRequest, SessionPlayer
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
 from pddbench.harness.replay import ReplayOptions, ReplayPlan, prompt_function
 from pddbench.harness.stream_records import fail_record, record_for, skipped_record
-from pddbench.tokens import TokenOracle
+from pddbench.tokens import TokenStream
 
 log = logging.getLogger("pddbench.locust.worker")
 
@@ -213,7 +213,7 @@ class ShardDriver:
 
     def _oracle(self, req: PlannedRequest) -> Callable[[int], int] | None:
         seed = self.options.integrity_seed
-        return None if seed is None else TokenOracle(seed, req.request_id)
+        return None if seed is None else TokenStream(seed, req.request_id, self.options.vocab_size)
 
     def _ship_loop(self, meter: CpuMeter) -> None:
         next_cpu = time.monotonic() + CPU_INTERVAL_S

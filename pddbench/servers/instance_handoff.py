@@ -1,0 +1,228 @@
+"""The RLD <-> MD handoff endpoints of a worker instance (I/O around :mod:`handoff`).
+
+Owns the messages of the Extend-Decode (or KV) handoff as a mixin of
+:class:`~pddbench.servers.instance.WorkerInstance`: RLD hears ``md_ready``, asks its
+:class:`~pddbench.servers.handoff.RelayHandoff` what to send at each step boundary and POSTs
+batches to MD; MD validates each batch (token ids included) with its
+:class:`~pddbench.servers.handoff.MainHandoff`, extends or adopts, and acknowledges with its
+new level. Decisions stay in the sans-IO state machines; this module only moves them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import web
+
+from pddbench.servers import protocol as proto
+from pddbench.servers.engine import Phase
+from pddbench.servers.handoff import (
+    Adopt,
+    Batch,
+    Extend,
+    HandoffError,
+    MainHandoff,
+    NotifyReady,
+    Retire,
+)
+from pddbench.servers.kvlink import scaled
+
+if TYPE_CHECKING:
+    from pddbench.servers.instance import Job, WorkerInstance
+
+    _Base = WorkerInstance
+else:
+    _Base = object
+
+_ZEROS = bytes(1 << 16)
+
+
+class HandoffEndpoints(_Base):
+    # RLD side ----------------------------------------------------------------------------
+    async def h_md_ready(self, request: web.Request) -> web.Response:
+        msg = proto.MdReady.model_validate(await request.json())
+        job = self.jobs.get(msg.rid)
+        if job is None or job.relay is None:
+            return web.json_response({"error": f"no relay of {msg.rid} on {self.id}"}, status=404)
+        try:
+            job.relay.md_ready(msg.level)
+        except HandoffError as exc:
+            self._fail(job, "handoff", str(exc))
+            return web.json_response({"error": str(exc)}, status=409)
+        job.event("md_ready", level=msg.level, t=time.monotonic())
+        self._relay_try(job)
+        return web.json_response({"ok": True})
+
+    def _relay_try(self, job: Job) -> None:
+        assert job.relay is not None
+        if job.finished or job.released:
+            return
+        seq = job.seq
+        emitted = seq.next_emit if seq.phase in (Phase.DECODE, Phase.DONE) else 0
+        try:
+            batch = job.relay.decide(emitted, self.engine.load())
+        except HandoffError as exc:
+            self._fail(job, "handoff", str(exc))
+            return
+        if batch is None:
+            return
+        if batch.final:
+            job.released = True
+            self.engine.release(job.rid)
+            self.driver.kick()
+        job.tasks.append(asyncio.create_task(self._send_handoff(job, batch)))
+
+    async def _send_handoff(self, job: Job, batch: Batch) -> None:
+        assert self.http is not None
+        stream = job.seq.stream
+        ids = [] if batch.finished else [stream.token(p) for p in range(batch.start, batch.end)]
+        kv_modelled = max(0, batch.end - 1 - batch.start) * self.kvb if batch.mode == "kv" else 0
+        kv_real = scaled(kv_modelled, self.dep.byte_scale)
+        t_send = time.monotonic()
+        msg = proto.HandoffMsg(
+            rid=job.rid,
+            start=batch.start,
+            end=batch.end,
+            final=batch.final,
+            mode=batch.mode,
+            finished=batch.finished,
+            token_ids=ids,
+            kv_bytes=kv_real,
+            kv_modelled_bytes=kv_modelled,
+            rld_instance=self.id,
+            rld_address=self.address,
+            t_send=t_send,
+        )
+        head = msg.model_dump_json().encode() + b"\n"
+        body = head + (_ZEROS * (kv_real // len(_ZEROS) + 1))[:kv_real] if kv_real else head
+        try:
+            async with self.http.post(
+                f"http://{job.peer_address}/internal/handoff", data=body
+            ) as resp:
+                reply = await resp.json(content_type=None)
+                if resp.status != 200:
+                    raise HandoffError(f"MD {job.peer_instance} refused the handoff: {reply}")
+        except (aiohttp.ClientError, OSError, ValueError, HandoffError) as exc:
+            self.m.errors.inc(1, "handoff")
+            self._fail(job, "handoff", f"handoff of {job.rid} to {job.peer_instance} failed: {exc}")
+            return
+        t_ack = time.monotonic()
+        self.m.handoffs.inc(1, batch.mode)
+        self.m.kv_sent.inc(len(body), job.peer_instance or "?", "handoff")
+        job.event(
+            "handoff",
+            start=batch.start,
+            end=batch.end,
+            final=batch.final,
+            mode=batch.mode,
+            finished=batch.finished,
+            t_send=t_send,
+            t_ack=t_ack,
+            payload_bytes=len(body),
+            modelled_payload_bytes=len(head) + kv_modelled,
+        )
+        if batch.final:
+            if not batch.finished:
+                self._finish(job, "handed-off", emitted=batch.end)
+            return
+        assert job.relay is not None
+        try:
+            job.relay.md_ready(int(reply["level"]))
+        except (HandoffError, KeyError, ValueError) as exc:
+            self._fail(job, "handoff", f"bad handoff acknowledgement: {exc}")
+            return
+        self._relay_try(job)
+
+    # MD side -----------------------------------------------------------------------------
+    async def h_handoff(self, request: web.Request) -> web.Response:
+        t_recv = time.monotonic()
+        head = await request.content.readline()
+        msg = proto.HandoffMsg.model_validate_json(head)
+        got = 0
+        async for piece in request.content.iter_any():
+            got += len(piece)
+        job = self.jobs.get(msg.rid)
+        if job is not None and job.main is None and job.mode == "main-auto":
+            # The relay's message overtook the KV transfer's headers: this is a relayed request.
+            job.mode, job.main = "main", MainHandoff()
+            job.peer_address, job.peer_instance = msg.rld_address, msg.rld_instance
+        if job is None or job.main is None:
+            return web.json_response(
+                {"error": f"no main decode of {msg.rid} on {self.id}"}, status=404
+            )
+        if got != msg.kv_bytes:
+            text = f"handoff KV from {msg.rld_instance} cut after {got} of {msg.kv_bytes} bytes"
+            self._fail(job, "handoff", text)
+            return web.json_response({"error": text}, status=400)
+        stream = job.seq.stream
+        for offset, tok in enumerate(msg.token_ids):
+            if tok != stream.token(msg.start + offset):
+                text = f"handoff token {msg.start + offset} of {msg.rid} differs from MD's"
+                self._fail(job, "handoff", text)
+                return web.json_response({"error": text}, status=409)
+        batch = Batch(msg.start, msg.end, msg.final, msg.mode, msg.finished)
+        try:
+            action = job.main.on_batch(batch)
+        except HandoffError as exc:
+            self._fail(job, "handoff", str(exc))
+            return web.json_response({"error": str(exc)}, status=409)
+        self.m.handoffs.inc(1, msg.mode)
+        self.m.kv_received.inc(len(head) + got, msg.rld_instance, "handoff")
+        if action is None:  # finished on RLD before MD's KV landed: retire on landing
+            return web.json_response({"level": msg.end, "queued": True})
+        loop = asyncio.get_running_loop()
+        job.ack = loop.create_future()
+        self._main_act(job, action)
+        level = await job.ack
+        return web.json_response({"level": level, "t_recv": t_recv, "t_applied": time.monotonic()})
+
+    def _main_act(self, job: Job, action: object) -> None:
+        now = time.monotonic()
+        main = job.main
+        assert main is not None
+        if isinstance(action, NotifyReady):
+            if action.level == 0:
+                job.tasks.append(asyncio.create_task(self._notify_ready(job)))
+            elif job.ack is not None and not job.ack.done():
+                job.ack.set_result(action.level)
+        elif isinstance(action, Retire):
+            job.released = True
+            self.engine.release(job.rid)
+            self._finish(job, "finished-on-relay")
+            if job.ack is not None and not job.ack.done():
+                job.ack.set_result(main.level)
+            self.driver.kick()
+        elif isinstance(action, Extend):
+            self._dispatch(self.engine.extend(job.rid, action.k, action.final, now))
+            if action.k == 0:
+                self._main_applied(job, main.level)
+            self.driver.kick()
+        elif isinstance(action, Adopt):
+            self._dispatch(self.engine.adopt(job.rid, action.seam, now))
+            self._main_applied(job, action.seam)
+            self.driver.kick()
+
+    def _main_applied(self, job: Job, level: int) -> None:
+        assert job.main is not None
+        nxt = job.main.applied(level)
+        if nxt is not None:
+            self._main_act(job, nxt)
+        elif job.ack is not None and not job.ack.done():
+            job.ack.set_result(level)
+
+    async def _notify_ready(self, job: Job) -> None:
+        assert self.http is not None
+        msg = proto.MdReady(rid=job.rid, level=0, md_instance=self.id)
+        try:
+            async with self.http.post(
+                f"http://{job.peer_address}/internal/md_ready", json=msg.model_dump()
+            ) as resp:
+                if resp.status != 200:
+                    raise HandoffError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+        except (aiohttp.ClientError, OSError, HandoffError) as exc:
+            self._fail(job, "handoff", f"cannot reach relay {job.peer_instance}: {exc}")
+            return
+        job.event("md_ready", level=0, t=time.monotonic())

@@ -1,0 +1,238 @@
+"""Router decisions (sans-IO): which instance, which pipeline, and the link estimates behind them.
+
+Owns the pure decision logic of the front door:
+
+* :class:`AffinityIndex` — the router's approximate picture of each instance's prefix cache
+  (an LRU set of block hashes per instance, bounded by the instance's KV capacity), so
+  multi-turn sessions land where their prefix is cached;
+* :func:`choose_instance` — cache-aware, load-balanced choice (SGLang-router style: take the
+  instance with the longest match when it covers enough of the prompt and is not much busier
+  than the least-loaded one, else the least-loaded);
+* :class:`LinkEstimator` — a link's available bandwidth (EWMA of observed KV transfers,
+  starting from a configured prior) and its queue (modelled bytes in flight);
+* :func:`decide_pipeline` — PDD's hit-rate-aware routing: predict the WAN transfer time of
+  the suffix MD lacks, ``(bytes in flight + uncached suffix bytes) / bandwidth``, add the
+  predicted prefill time, and take the relay (P→RLD→MD) when that would break the TTFT
+  target; or a fixed threshold on uncached tokens; or always / never relay. The P→RLD-only
+  ablation finishes low-hit relayed requests on RLD.
+* :class:`TokenSequencer` — merges the token streams of RLD and MD into one in-order stream
+  and reports any duplicate (a seam bug) instead of hiding it.
+
+No sockets, no clocks (callers pass durations).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Pipeline(StrEnum):
+    COLOCATED = "colocated"
+    PD = "P->D"
+    DIRECT = "P->MD"
+    RELAY = "P->RLD->MD"
+    RLD_ONLY = "P->RLD"
+
+
+class PipelinePolicy(StrEnum):
+    HIT_RATE_AWARE = "hit-rate-aware"
+    UNCACHED_THRESHOLD = "uncached-threshold"
+    ALWAYS_RELAY = "always-relay"
+    NEVER_RELAY = "never-relay"
+
+
+@dataclass(frozen=True)
+class SelectionPolicy:
+    cache_aware: bool = True
+    affinity_min_match: float = 0.5  # share of the prompt the best match must cover
+    balance_abs: float = 4.0  # tolerated extra in-flight requests on the affine instance
+    balance_rel: float = 1.5  # ... and relative factor
+
+
+class AffinityIndex:
+    """Approximate per-instance prefix caches (LRU sets of chained block hashes)."""
+
+    def __init__(self, capacity_blocks: Mapping[str, int]) -> None:
+        self._cap = dict(capacity_blocks)
+        self._sets: dict[str, OrderedDict[int, None]] = {k: OrderedDict() for k in capacity_blocks}
+
+    def match(self, instance: str, hashes: Sequence[int]) -> int:
+        """Blocks of ``hashes`` believed cached on ``instance`` (binary search on the prefix)."""
+        cached = self._sets[instance]
+        if not hashes or hashes[0] not in cached:
+            return 0
+        lo, hi = 1, len(hashes)  # hashes[:lo] cached
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if hashes[mid - 1] in cached:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def insert(self, instance: str, hashes: Sequence[int]) -> None:
+        cached = self._sets[instance]
+        for h in hashes:
+            cached[h] = None
+            cached.move_to_end(h)
+        cap = self._cap[instance]
+        while len(cached) > cap:
+            cached.popitem(last=False)
+
+    def forget(self, instance: str) -> None:
+        self._sets[instance].clear()
+
+
+def choose_instance(
+    loads: Mapping[str, float],
+    matched_blocks: Mapping[str, int] | None,
+    prompt_blocks: int,
+    policy: SelectionPolicy,
+) -> str:
+    """Pick an instance among ``loads`` (in-flight requests per healthy instance)."""
+    if not loads:
+        raise ValueError("no instance to choose from")
+    least = min(loads, key=lambda k: (loads[k], k))
+    if not policy.cache_aware or not matched_blocks or prompt_blocks <= 0:
+        return least
+    best = max(loads, key=lambda k: (matched_blocks.get(k, 0), -loads[k]))
+    covered = matched_blocks.get(best, 0) / prompt_blocks
+    if covered >= policy.affinity_min_match and loads[best] <= (
+        loads[least] * policy.balance_rel + policy.balance_abs
+    ):
+        return best
+    return least
+
+
+class LinkEstimator:
+    """Available bandwidth and queue of one link, from observed transfers (modelled bytes)."""
+
+    def __init__(self, prior_bytes_per_s: float, *, alpha: float = 0.3, measured: bool = True):
+        self.bandwidth = prior_bytes_per_s
+        self.alpha = alpha
+        self.measured = measured
+        self.in_flight_bytes = 0.0
+        self.in_flight = 0
+        self.samples = 0
+
+    def started(self, modelled_bytes: float) -> None:
+        self.in_flight_bytes += modelled_bytes
+        self.in_flight += 1
+
+    def finished(self, modelled_bytes: float, seconds: float, *, min_bytes: float = 1e6) -> None:
+        """A transfer ended; transfers big enough to measure update the bandwidth estimate.
+
+        The sample is the transfer's throughput times the number of transfers sharing the
+        link when it ended (fair sharing), so concurrent transfers do not look like a slow
+        link.
+        """
+        sharing = max(1, self.in_flight)
+        self.in_flight_bytes = max(0.0, self.in_flight_bytes - modelled_bytes)
+        self.in_flight = max(0, self.in_flight - 1)
+        if not self.measured or modelled_bytes < min_bytes or seconds <= 0:
+            return
+        sample = modelled_bytes / seconds * sharing
+        self.samples += 1
+        self.bandwidth += self.alpha * (sample - self.bandwidth)
+
+    def predict_seconds(self, modelled_bytes: float) -> float:
+        return (self.in_flight_bytes + modelled_bytes) / self.bandwidth
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    pipeline: PipelinePolicy = PipelinePolicy.HIT_RATE_AWARE
+    ttft_target_s: float = 2.0
+    uncached_threshold_tokens: int = 16384
+    allow_rld_only: bool = False
+    rld_only_max_hit: float = 0.5
+
+
+@dataclass(frozen=True)
+class PipelineInputs:
+    prompt_len: int
+    md_cached_tokens: int
+    kv_bytes_per_token: float  # modelled
+    predicted_prefill_s: float
+    link: LinkEstimator
+    relay_available: bool = True
+
+
+@dataclass(frozen=True)
+class PipelineDecision:
+    pipeline: Pipeline
+    predicted_wan_s: float
+    predicted_ttft_s: float
+    reason: str
+
+    @property
+    def relayed(self) -> bool:
+        return self.pipeline is not Pipeline.DIRECT
+
+
+def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecision:
+    """P→MD or P→RLD→MD (or the P→RLD-only ablation) for one request."""
+    uncached = max(0, x.prompt_len - x.md_cached_tokens)
+    wan_s = x.link.predict_seconds(uncached * x.kv_bytes_per_token)
+    ttft_s = x.predicted_prefill_s + wan_s
+    p = policy.pipeline
+    if p is PipelinePolicy.ALWAYS_RELAY:
+        relay, reason = True, "policy: always relay"
+    elif p is PipelinePolicy.NEVER_RELAY:
+        relay, reason = False, "policy: never relay"
+    elif p is PipelinePolicy.UNCACHED_THRESHOLD:
+        relay = uncached >= policy.uncached_threshold_tokens
+        reason = f"{uncached} uncached tokens vs threshold {policy.uncached_threshold_tokens}"
+    else:
+        relay = ttft_s > policy.ttft_target_s
+        reason = (
+            f"predicted TTFT {ttft_s:.3f}s (prefill {x.predicted_prefill_s:.3f}s + WAN "
+            f"{wan_s:.3f}s) vs target {policy.ttft_target_s:.3f}s"
+        )
+    if relay and not x.relay_available:
+        relay, reason = False, reason + "; no relay instance available"
+    if not relay:
+        return PipelineDecision(Pipeline.DIRECT, wan_s, ttft_s, reason)
+    hit = x.md_cached_tokens / x.prompt_len if x.prompt_len else 1.0
+    if policy.allow_rld_only and hit <= policy.rld_only_max_hit:
+        return PipelineDecision(
+            Pipeline.RLD_ONLY, wan_s, ttft_s, reason + f"; MD hit {hit:.2f} -> finish on RLD"
+        )
+    return PipelineDecision(Pipeline.RELAY, wan_s, ttft_s, reason)
+
+
+class SeamError(Exception):
+    """A token position arrived twice: a duplicate at a handoff seam."""
+
+
+class TokenSequencer:
+    """Merges per-position tokens from several sources into one in-order stream."""
+
+    def __init__(self) -> None:
+        self.next_position = 0
+        self._buffer: dict[int, tuple[int, str]] = {}
+        self.by_origin: dict[str, int] = {}
+
+    def offer(self, position: int, token: int, origin: str) -> list[tuple[int, int, str]]:
+        """Accept one token; returns the tokens now ready, in order."""
+        if position < self.next_position or position in self._buffer:
+            raise SeamError(f"token position {position} arrived twice (second from {origin})")
+        if position != self.next_position:
+            self._buffer[position] = (token, origin)
+            return []
+        ready = [(position, token, origin)]
+        self.next_position += 1
+        while self.next_position in self._buffer:
+            t, o = self._buffer.pop(self.next_position)
+            ready.append((self.next_position, t, o))
+            self.next_position += 1
+        for _, _, o in ready:
+            self.by_origin[o] = self.by_origin.get(o, 0) + 1
+        return ready
+
+    @property
+    def waiting(self) -> int:
+        return len(self._buffer)

@@ -1,0 +1,115 @@
+"""Prefix cache: radix tree of chained block hashes and the KV pool that evicts from it."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pddbench.servers.radix import KvPool, RadixTree
+
+
+def test_insert_then_match_longest_prefix() -> None:
+    t = RadixTree()
+    node, new = t.insert([1, 2, 3])
+    assert new == 3 and t.blocks == 3
+    assert t.match([1, 2, 3, 4]).blocks == 3
+    assert t.match([1, 2, 9]).blocks == 2
+    assert t.match([7]).blocks == 0
+    _, new = t.insert([1, 2, 5])  # shares two blocks
+    assert new == 1 and t.blocks == 4
+    assert t.match([1, 2, 5]).node is not node
+
+
+def test_evict_lru_leaves_first() -> None:
+    t = RadixTree()
+    t.insert([1, 2])  # older
+    t.insert([3, 4])
+    t.match([1, 2])  # touch: [3, 4] is now least recently used
+    assert t.evict(1) == 1
+    assert t.match([3, 4]).blocks == 1  # leaf 4 went first
+    assert t.match([1, 2]).blocks == 2
+    assert t.evict(10) == 3
+    assert t.blocks == 0
+
+
+def test_pinned_path_is_never_evicted() -> None:
+    t = RadixTree()
+    node, _ = t.insert([1, 2, 3])
+    t.insert([1, 9])
+    t.pin(node)
+    assert t.evict(10) == 1  # only block 9
+    assert t.match([1, 2, 3]).blocks == 3
+    assert t.pinned_blocks == 3
+    t.unpin(node)
+    assert t.evict(10) == 3
+    assert t.blocks == 0
+
+
+def test_pinning_deepest_node_protects_ancestors_only_while_pinned() -> None:
+    t = RadixTree()
+    mid, _ = t.insert([1, 2])
+    _deep, _ = t.insert([1, 2, 3, 4])
+    t.pin(mid)
+    assert t.evict(10) == 2  # 4 then 3; 1-2 pinned
+    assert t.match([1, 2, 3]).blocks == 2
+    t.unpin(mid)
+    assert t.evict(10) == 2
+
+
+def test_pool_reserve_evicts_then_refuses_when_pinned() -> None:
+    pool = KvPool(capacity_tokens=64, block_size=16)
+    assert pool.reserve(48)
+    _node, moved = pool.commit([11, 12, 13], cached_tokens=0)  # 48 tokens move into the tree
+    pool.release(48 - moved)
+    assert pool.tree.blocks == 3 and pool.private_tokens == 0 and pool.free_tokens == 16
+    assert pool.reserve(32)  # evicts one LRU block
+    assert pool.tree.blocks == 2
+    pool.tree.pin(pool.tree.match([11, 12]).node)
+    assert not pool.reserve(32)  # only pinned blocks left to evict
+    assert pool.private_tokens == 32
+
+
+def test_commit_deduplicates_blocks_inserted_meanwhile() -> None:
+    pool = KvPool(capacity_tokens=1000, block_size=10)
+    assert pool.reserve(30) and pool.reserve(30)  # two requests, same prompt, both uncached
+    _, moved_a = pool.commit([1, 2, 3], 0)
+    _, moved_b = pool.commit([1, 2, 3], 0)
+    assert moved_a == moved_b == 30
+    assert pool.tree.blocks == 3 and pool.used_tokens == 30  # the copy was freed
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), min_size=1, max_size=60))
+def test_accounting_invariants_under_random_use(ops: list[tuple[int, int]]) -> None:
+    """Used never exceeds capacity; pinned paths survive; releasing everything empties private."""
+    rng = random.Random(len(ops))
+    pool = KvPool(capacity_tokens=200, block_size=4)
+    live: list[tuple[object, int, list[int]]] = []
+    for branch, length in ops:
+        hashes = [branch * 100 + i for i in range(length)]
+        match = pool.tree.match(hashes)
+        pool.tree.pin(match.node)
+        cached = match.blocks * 4
+        need = length * 4 - cached + 3
+        if not pool.reserve(need):
+            pool.tree.unpin(match.node)
+            continue
+        node, moved = pool.commit(hashes, cached)
+        pool.tree.pin(node)
+        pool.tree.unpin(match.node)
+        live.append((node, need - moved, hashes))
+        assert pool.used_tokens <= pool.capacity_tokens
+        for _, _, h in live:
+            assert pool.tree.match(h, touch=False).blocks == len(h)
+        if live and rng.random() < 0.4:
+            node, private, _ = live.pop(rng.randrange(len(live)))
+            pool.tree.unpin(node)  # type: ignore[arg-type]
+            pool.release(private)
+    for node, private, _ in live:
+        pool.tree.unpin(node)  # type: ignore[arg-type]
+        pool.release(private)
+    assert pool.private_tokens == 0
+    pool.tree.evict(10**6)
+    assert pool.tree.blocks == 0 and pool.used_tokens == 0

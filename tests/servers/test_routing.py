@@ -1,0 +1,118 @@
+"""Router decisions: cache-aware instance choice, link estimates, pipeline choice, merging."""
+
+from __future__ import annotations
+
+import pytest
+
+from pddbench.servers.routing import (
+    AffinityIndex,
+    LinkEstimator,
+    Pipeline,
+    PipelineInputs,
+    PipelinePolicy,
+    RoutingPolicy,
+    SeamError,
+    SelectionPolicy,
+    TokenSequencer,
+    choose_instance,
+    decide_pipeline,
+)
+
+KVB = 46490.0
+GBPS10 = 10e9 / 8
+
+
+def inputs(
+    prompt: int, md_cached: int, *, prefill_s: float = 0.3, bw: float = GBPS10, relay: bool = True
+) -> PipelineInputs:
+    return PipelineInputs(prompt, md_cached, KVB, prefill_s, LinkEstimator(bw), relay)
+
+
+def test_high_hit_goes_direct_low_hit_is_relayed() -> None:
+    pol = RoutingPolicy(ttft_target_s=2.0)
+    high = decide_pipeline(inputs(65536, 62000), pol)  # 3.5K uncached: 0.13 s of WAN
+    low = decide_pipeline(inputs(65536, 4096), pol)  # 61K uncached: 2.3 s of WAN
+    assert high.pipeline is Pipeline.DIRECT and high.predicted_wan_s < 0.2
+    assert low.pipeline is Pipeline.RELAY and low.predicted_ttft_s > 2.0
+    assert "target" in low.reason
+
+
+def test_queue_on_the_link_counts() -> None:
+    link = LinkEstimator(GBPS10)
+    x = PipelineInputs(65536, 60000, KVB, 0.3, link)
+    assert decide_pipeline(x, RoutingPolicy()).pipeline is Pipeline.DIRECT
+    link.started(5e9)  # 4 s of bytes already queued
+    assert decide_pipeline(x, RoutingPolicy()).pipeline is Pipeline.RELAY
+
+
+def test_fixed_policies_and_threshold() -> None:
+    x = inputs(65536, 65000)
+    assert decide_pipeline(x, RoutingPolicy(PipelinePolicy.ALWAYS_RELAY)).relayed
+    assert not decide_pipeline(inputs(65536, 0), RoutingPolicy(PipelinePolicy.NEVER_RELAY)).relayed
+    thr = RoutingPolicy(PipelinePolicy.UNCACHED_THRESHOLD, uncached_threshold_tokens=8192)
+    assert not decide_pipeline(inputs(65536, 60000), thr).relayed
+    assert decide_pipeline(inputs(65536, 50000), thr).relayed
+
+
+def test_no_relay_available_falls_back_to_direct() -> None:
+    d = decide_pipeline(inputs(65536, 0, relay=False), RoutingPolicy())
+    assert d.pipeline is Pipeline.DIRECT and "no relay" in d.reason
+
+
+def test_rld_only_ablation_finishes_low_hit_on_rld() -> None:
+    pol = RoutingPolicy(allow_rld_only=True, rld_only_max_hit=0.5)
+    assert decide_pipeline(inputs(65536, 1000), pol).pipeline is Pipeline.RLD_ONLY
+    # relayed but MD hits more than half: still P->RLD->MD
+    slow = inputs(65536, 40000, bw=1e9 / 8)
+    assert decide_pipeline(slow, pol).pipeline is Pipeline.RELAY
+
+
+def test_link_estimator_learns_bandwidth_under_sharing() -> None:
+    link = LinkEstimator(GBPS10, alpha=1.0)
+    link.started(1e9)
+    link.started(1e9)
+    link.finished(1e9, 1.0)  # two transfers shared the link: 2 GB/s available
+    assert link.bandwidth == pytest.approx(2e9)
+    link.finished(1e9, 0.5)  # alone now
+    assert link.bandwidth == pytest.approx(2e9)
+    assert link.in_flight_bytes == 0
+    link.finished(1e3, 1.0)  # too small to measure: ignored
+    assert link.bandwidth == pytest.approx(2e9)
+    fixed = LinkEstimator(GBPS10, measured=False)
+    fixed.started(1e9)
+    fixed.finished(1e9, 100.0)
+    assert fixed.bandwidth == GBPS10
+
+
+def test_affinity_index_matches_prefix_and_evicts_lru() -> None:
+    idx = AffinityIndex({"a": 6, "b": 100})
+    idx.insert("a", [1, 2, 3, 4])
+    assert idx.match("a", [1, 2, 3, 9]) == 3
+    assert idx.match("a", [9]) == 0
+    assert idx.match("b", [1, 2]) == 0
+    idx.insert("a", [5, 6, 7])  # capacity 6: oldest (1) evicted
+    assert idx.match("a", [1, 2]) == 0
+
+
+def test_choose_instance_prefers_cache_unless_too_busy() -> None:
+    pol = SelectionPolicy(affinity_min_match=0.5, balance_abs=2, balance_rel=1.5)
+    loads = {"a": 3.0, "b": 1.0}
+    assert choose_instance(loads, {"a": 90, "b": 0}, 100, pol) == "a"  # 3 <= 1*1.5+2
+    assert choose_instance({"a": 5.0, "b": 1.0}, {"a": 90, "b": 0}, 100, pol) == "b"
+    assert choose_instance(loads, {"a": 30, "b": 0}, 100, pol) == "b"  # match too short
+    assert choose_instance(loads, None, 100, SelectionPolicy(cache_aware=False)) == "b"
+    with pytest.raises(ValueError):
+        choose_instance({}, None, 1, pol)
+
+
+def test_sequencer_orders_and_reports_duplicates() -> None:
+    s = TokenSequencer()
+    assert s.offer(0, 10, "RLD") == [(0, 10, "RLD")]
+    assert s.offer(2, 12, "MD") == []  # early: buffered
+    assert s.offer(1, 11, "RLD") == [(1, 11, "RLD"), (2, 12, "MD")]
+    assert s.by_origin == {"RLD": 2, "MD": 1}
+    with pytest.raises(SeamError, match="arrived twice"):
+        s.offer(1, 11, "MD")
+    s.offer(4, 14, "MD")
+    with pytest.raises(SeamError):
+        s.offer(4, 14, "RLD")
