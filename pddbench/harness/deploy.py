@@ -254,7 +254,8 @@ def _emulated(
             from pddbench.netem.probe import write_link_probes
 
             probes = topo.probe(bulk_seconds=1.0)
-            write_link_probes(probes, str(paths.links))
+            if probes:  # a single-site topology has no WAN link to probe
+                write_link_probes(probes, str(paths.links))
             info.links = [asdict(p) for p in probes]
             if check_probes:
                 _check_probes(probes, scenario)

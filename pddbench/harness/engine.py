@@ -91,10 +91,12 @@ class AsyncioEngine:
                     if deadline is not None and now >= deadline:
                         # duration cap: send nothing new, let in-flight requests finish
                         self.stats.stopped_at_s = now
-                        if not self._tasks:
+                        if all(t.done() for t in self._tasks):
                             break
                         self._wake.clear()
-                        await self._wake.wait()
+                        # a finishing task sets the wake before its done-callback runs
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._wake.wait(), 0.25)
                         continue
                     for due in self.player.pop_due(now):
                         self._spawn(http, due)

@@ -94,7 +94,7 @@ def prepare(trace: Trace, options: ReplayOptions) -> ReplayPlan:
     planned = plan_requests(trace.table, options.selection, think_policy=options.think_policy)
     theoretical = _theoretical_cached(trace.table, planned, options.cache_block_size)
     sessions = len({r.session_id for r in planned})
-    span = max((r.arrival_s for r in planned), default=0.0)
+    span = max((r.arrival_s for r in planned if r.parent_request_id is None), default=0.0)
     note = (
         f"{len(planned)} requests in {sessions} sessions; session starts span {span:.0f} s"
         f" (speed-up {options.selection.speedup:g})"

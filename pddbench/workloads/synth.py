@@ -284,12 +284,19 @@ def _compact(
         base = system[rows] + np.where(first[rows], task[rows], prev_out + kept)
         prompt = _segmented_cumsum(np.where(st, base, prev_out + tool[rows]), st)
         inputs[rows] = prompt
-        crossing = (prompt > threshold[rows]) | random_compaction[rows]
-        candidates = np.flatnonzero(crossing & ~st & ~sm & ~last[rows])
+        over = prompt > threshold[rows]
+        # a threshold crossing compacts at the turn before (so even a last turn counts);
+        # a random compaction makes the turn itself the summarise request
+        crossing = over | (random_compaction[rows] & ~last[rows])
+        candidates = np.flatnonzero(crossing & ~st & ~sm)
         if candidates.size == 0:
             break
         segment = np.cumsum(st)[candidates]
-        chosen = rows[candidates[np.concatenate(([True], segment[1:] != segment[:-1]))]]
+        local = candidates[np.concatenate(([True], segment[1:] != segment[:-1]))]
+        # an agent compacts *before* its context overflows: the turn before a threshold
+        # crossing is the summarise request (it may be the segment's first turn)
+        local = local - over[local]
+        chosen = rows[local]
         summarise[chosen] = True
         start[chosen + 1] = True
         touched[:] = False

@@ -303,6 +303,8 @@ def test_janfeb_calibration_within_targets(janfeb_calibration: SynthTrace) -> No
     assert np.mean(outputs < 500) > 0.8
     inputs = _col(janfeb_calibration, Col.INPUT_LENGTH)
     assert 50_000 < inputs.mean() < 90_000 and np.percentile(inputs, 90) > 100_000
+    # agents compact before the model's 128K window: (almost) no request overflows it
+    assert np.mean(inputs + outputs > 131_072) < 0.0005
 
 
 def test_janfeb_bins_drift_week_to_week(janfeb_calibration: SynthTrace) -> None:
