@@ -43,12 +43,18 @@ def main() -> None:
     args = parser.parse_args()
     traces: Path = args.traces
     cases: list[tuple[str, Path, Callable[[], ImportResult]]] = [
-        ("mooncake", traces / "mooncake" / "conversation_trace.jsonl",
-         lambda: import_mooncake(traces / "mooncake" / "conversation_trace.jsonl")),
+        (
+            "mooncake",
+            traces / "mooncake" / "conversation_trace.jsonl",
+            lambda: import_mooncake(traces / "mooncake" / "conversation_trace.jsonl"),
+        ),
         ("weka (64)", traces / "weka", lambda: import_weka(traces / "weka")),
         ("weka (512)", traces / "weka", lambda: import_weka(traces / "weka", block_size=512)),
-        ("azure", traces / "azure" / "AzureLLMInferenceTrace_conv.csv",
-         lambda: import_azure(traces / "azure" / "AzureLLMInferenceTrace_conv.csv")),
+        (
+            "azure",
+            traces / "azure" / "AzureLLMInferenceTrace_conv.csv",
+            lambda: import_azure(traces / "azure" / "AzureLLMInferenceTrace_conv.csv"),
+        ),
     ]
     print(f"{'trace':<12} {'best_s':>8} {'first_s':>8} {'requests':>9} {'sessions':>9}")
     for name, path, fn in cases:

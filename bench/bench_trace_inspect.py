@@ -93,8 +93,10 @@ def main() -> None:
         series = timed("hit_share_series", hit_share_series, trace, hits)
         timed("plot_hit_bins", plot_hit_bins, series, Path(tmp) / "bench.png")
         print(f"{'inspect total':<34} {time.perf_counter() - total:8.2f} s")
-        print(f"token-weighted hit {summary.hit.token_weighted:.4f}  "
-              f">=95% share {summary.hit.share_ge_95:.4f}  weeks {len(summary.weeks)}")
+        print(
+            f"token-weighted hit {summary.hit.token_weighted:.4f}  "
+            f">=95% share {summary.hit.share_ge_95:.4f}  weeks {len(summary.weeks)}"
+        )
 
 
 if __name__ == "__main__":

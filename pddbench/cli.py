@@ -64,6 +64,7 @@ def trace() -> None:
         "report": "pddbench.harness.analysis_cli:report_command",
         "capacity": "pddbench.harness.capacity_cli:capacity",
         "nightly": "pddbench.harness.nightly:nightly",
+        "engines": "pddbench.harness.engines_cli:engines",
         "regress": "pddbench.harness.analysis_cli:regress_command",
     },
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -14,11 +14,17 @@ only by a whole-request timeout.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 import aiohttp
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; keep working without
+    orjson = None  # type: ignore[assignment]
 
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
 from pddbench.harness.stream import StreamAccumulator
@@ -61,6 +67,13 @@ class ApiConfig:
         )
 
 
+def encode_json(body: dict) -> bytes:
+    """JSON bytes of a request body (orjson when installed: ~10x faster on long prompts)."""
+    if orjson is not None:
+        return orjson.dumps(body)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 def request_body(api: ApiConfig, prompt: list[int], max_tokens: int, request_id: str) -> dict:
     """The JSON body of one request (token-ID prompt, exact output length)."""
     if api.kind is ApiKind.SGLANG:
@@ -98,12 +111,15 @@ async def stream_completion(
     """Send one request, read its stream, and fill ``record`` (also returned)."""
     acc = StreamAccumulator(expected_token_fn=expected_token_fn)
     reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
-    body = request_body(api, prompt, record.expected_output_tokens, record.request_id)
-    headers = {"X-Request-Id": record.request_id}
+    # encode before stamping the send: client-side encoding is not the server's latency
+    payload = encode_json(
+        request_body(api, prompt, record.expected_output_tokens, record.request_id)
+    )
+    headers = {"X-Request-Id": record.request_id, "Content-Type": "application/json"}
     record.actual_send_s = clock()
     try:
         async with http.post(
-            base_url + api.endpoint, json=body, headers=headers, timeout=api.timeout()
+            base_url + api.endpoint, data=payload, headers=headers, timeout=api.timeout()
         ) as resp:
             if resp.status >= 400:
                 text = await resp.text()

@@ -169,13 +169,16 @@ def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[
     return dep
 
 
-def _engine_argv(engine: Any, host: str, paths: RunPaths) -> list[str]:
+def _engine_argv(
+    engine: Any, host: str, paths: RunPaths, addresses: dict[str, str]
+) -> list[str]:
     values = {
         "host": host,
         "port": str(engine.port),
         "python": sys.executable,
         "name": engine.name,
         "run_dir": str(paths.root),
+        "addr": addresses,  # {addr[NAME]}: instance NAME's host:port
     }
     try:
         return [part.format(**values) for part in engine.command]
@@ -210,9 +213,10 @@ def _loopback(
                     Instance(name, proc, log, url, "/health", scenario.startup_timeout_s)
                 )
         else:
+            local = {e.name: f"127.0.0.1:{e.port}" for e in scenario.engines}
             for engine in scenario.engines:
                 log = paths.logs / f"{engine.name}.log"
-                argv = _engine_argv(engine, "127.0.0.1", paths)
+                argv = _engine_argv(engine, "127.0.0.1", paths, local)
                 with open(log, "ab") as sink:  # the child keeps its own copy of the fd
                     proc = subprocess.Popen(
                         argv,
@@ -288,7 +292,7 @@ def _emulated(
         else:
             for engine in scenario.engines:
                 log = paths.logs / f"{engine.name}.log"
-                argv = _engine_argv(engine, topo.address(engine.name), paths)
+                argv = _engine_argv(engine, topo.address(engine.name), paths, addresses)
                 proc = topo.spawn(engine.name, argv, env=engine.env, log_path=log)
                 instances.append(
                     Instance(

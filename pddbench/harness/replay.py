@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
@@ -27,12 +27,15 @@ from pddbench.harness.live import LiveView
 from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
 from pddbench.harness.records import Journal, finalize_journal
 from pddbench.harness.rundir import RunPaths, anchor_clock, write_manifest
+from pddbench.harness.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.session_plan import Selection, plan_requests
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
 from pddbench.workloads.materialize import Materializer
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
+
+METRICS_INTERVAL_S = 1.0  # how often the instances' /metrics are scraped during a replay
 
 
 @dataclass(frozen=True)
@@ -152,10 +155,15 @@ async def _execute(
     paths: RunPaths,
     manifest: dict[str, object],
     live: LiveView | None,
+    metrics_urls: Mapping[str, str] | None = None,
 ) -> tuple[int, bool]:
     origin = time.monotonic()
     anchor_clock(manifest, origin)
     write_manifest(paths, manifest)
+    scraper = None
+    if metrics_urls:
+        scraper = MetricsScraper(metrics_urls, interval_s=METRICS_INTERVAL_S, origin=origin)
+        scraper.start()
     oracle = None
     if options.integrity_seed is not None:
         seed = options.integrity_seed
@@ -205,6 +213,16 @@ async def _execute(
             with contextlib.suppress(asyncio.CancelledError):
                 await view_task
         journal.close()
+        if scraper is not None:
+            await scraper.stop()  # one last scrape: counters cover the whole run
+            write_server_metrics(scraper.rows, paths.server_metrics)
+            manifest["server_metrics"] = {
+                "interval_s": scraper.interval_s,
+                "scrapes": scraper.scrapes,
+                "rows": len(scraper.rows),
+                "failures": scraper.failures,
+                "last_error": scraper.last_error,
+            }
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
@@ -240,12 +258,18 @@ def run_replay(
     manifest: dict[str, object],
     *,
     live: LiveView | None = None,
+    metrics_urls: Mapping[str, str] | None = None,
 ) -> ReplayOutcome:
-    """Replay ``plan`` against ``base_url``; always finalises the run folder."""
+    """Replay ``plan`` against ``base_url``; always finalises the run folder.
+
+    With ``metrics_urls`` (instance → metrics URL) the instances' ``/metrics`` are
+    scraped every second into ``server_metrics.parquet``."""
     manifest["replay"] = replay_section(plan, options, base_url)
     errors, interrupted = 0, False
     try:
-        errors, interrupted = asyncio.run(_execute(plan, options, base_url, paths, manifest, live))
+        errors, interrupted = asyncio.run(
+            _execute(plan, options, base_url, paths, manifest, live, metrics_urls)
+        )
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -15,6 +15,7 @@ from pddbench.errors import TraceError, UserError
 from pddbench.harness.client import ApiKind
 from pddbench.harness.default_window import default_selection
 from pddbench.harness.deploy import deploy, enter_netns
+from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.live import LiveView
 from pddbench.harness.locust_engine import LocustSettings
 from pddbench.harness.replay import (
@@ -26,6 +27,7 @@ from pddbench.harness.replay import (
 )
 from pddbench.harness.rundir import RunPaths, base_manifest, file_digest, new_run, write_manifest
 from pddbench.harness.scenario import Scenario, load_scenario
+from pddbench.harness.scrape import metrics_targets
 from pddbench.harness.summary import print_comparison
 from pddbench.workloads.traceio import Trace, read_trace
 
@@ -159,6 +161,8 @@ def replay_scenarios(
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
+    for s in scenarios:
+        check_runnable(s.name, s.requires)
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:
@@ -192,6 +196,7 @@ def replay_scenarios(
                             paths,
                             manifest,
                             live=LiveView(scenario.name),
+                            metrics_urls=metrics_targets(info.instances),
                         )
         except KeyboardInterrupt:
             _record_failure(paths, manifest, "interrupted during deployment", "interrupted")

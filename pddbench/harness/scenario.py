@@ -6,7 +6,10 @@ A scenario (TOML) names the deployment, the emulated network, the SLA and the co
   ``pddbench.servers`` schema), started as ``python -m pddbench.servers.host`` processes
   through the same instance-command path as real engines; or
 * ``[[engines]]`` — real engines: an argv template per instance (``{host}``, ``{port}``,
-  ``{python}``, ``{name}``, ``{run_dir}``), env, health path, start-up timeout;
+  ``{python}``, ``{name}``, ``{run_dir}``, ``{addr[NAME]}`` = another instance's
+  host:port), env, health path, start-up timeout;
+* ``requires`` — what the machine must have (``["gpu"]``): ``pddbench replay`` refuses
+  the scenario in one line before deploying anything where it is unmet;
 * ``[network]`` — the emulated links (``pddbench.netem`` schema) *without* site lists:
   sites are the instances' datacenters (``datacenter`` / ``site``); absent → loopback;
 * ``emulation_scale`` — one factor by which link rates and KV byte counts are divided
@@ -76,6 +79,7 @@ class Scenario(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
     description: str = ""
+    requires: list[Literal["gpu"]] = Field(default_factory=list)  # refused where unmet
     deployment: dict[str, Any] | None = None
     engines: list[EngineInstance] = Field(default_factory=list)
     front_door: str | None = None
