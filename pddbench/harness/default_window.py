@@ -2,7 +2,7 @@
 
 A two-month trace cannot be replayed whole, so when the user chose no window, sample,
 speed-up, request cap or duration, the replay takes the **busiest hour** of session starts
-(whole task groups), compresses their arrivals ×10 and stops sending after 120 s per
+(whole task groups), compresses their arrivals ×10 and stops sending after 90 s per
 system — about two requests per second against each system, enough to load the emulated
 WAN to roughly half its rate with the jan-feb profile. It says which window it took.
 Sans-IO: reads the trace table, returns new options and the sentence to print.
@@ -23,7 +23,7 @@ from pddbench.workloads.schema import Col
 LONG_TRACE_S = 3600.0
 WINDOW_S = 3600.0
 SPEEDUP = 10.0
-DURATION_S = 120.0
+DURATION_S = 90.0
 
 
 def is_default_selection(options: ReplayOptions) -> bool:

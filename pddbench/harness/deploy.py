@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -332,6 +333,32 @@ def _check_probes(probes: list[Any], scenario: Scenario) -> None:
     problems = [line for p in probes for line in check_probe(p, tolerance)]
     if problems:
         raise UserError(f"link probes are off the configuration: {problems[0]}", details=problems)
+
+
+def emulation_problem() -> str | None:
+    """Why the WAN cannot be emulated on this machine, or None when it can.
+
+    Needs root (namespaces) and either the kernel's netem or ``iptables`` for the
+    userspace NFQUEUE delay stage.
+    """
+    from pddbench.netem import nsutil
+
+    try:
+        nsutil.require_net_admin()
+    except UserError as exc:
+        return str(exc)
+    if shutil.which("iptables"):
+        return None
+    from pddbench.netem.backend import detect_capabilities
+    from pddbench.netem.topology import new_run_id
+
+    caps = detect_capabilities(new_run_id())
+    if caps.netem:
+        return None
+    return (
+        f"this kernel has no netem ({caps.netem_probe}) and the userspace delay stage needs "
+        "iptables (Debian/Ubuntu: apt-get install -y iptables)"
+    )
 
 
 @contextlib.contextmanager

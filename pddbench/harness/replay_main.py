@@ -14,7 +14,7 @@ import click
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.client import ApiKind
 from pddbench.harness.default_window import default_selection
-from pddbench.harness.deploy import deploy, enter_netns
+from pddbench.harness.deploy import deploy, emulation_problem, enter_netns
 from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.live import LiveView
 from pddbench.harness.locust_engine import LocustSettings
@@ -161,6 +161,18 @@ def replay_scenarios(
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
+    fallback = None
+    if emulate and any(s.network is not None for s in scenarios):
+        problem = emulation_problem()
+        if problem is not None:
+            fallback = f"WAN not emulated ({problem}); the servers run on loopback"
+            click.echo(
+                f"pddbench: WARNING: {fallback}. Transfer times are NOT the scenario's "
+                "links: run as root with iptables (or a netem kernel) for real numbers, or "
+                "pass --no-emulation to silence this.",
+                err=True,
+            )
+            emulate = False
     for s in scenarios:
         check_runnable(s.name, s.requires)
     runs: list[RunPaths] = []
@@ -170,6 +182,8 @@ def replay_scenarios(
         manifest = base_manifest(argv=argv, run_id=paths.run_id)
         manifest["scenario"] = scenario.manifest()
         manifest["trace"] = trace_info
+        if fallback is not None:
+            manifest["emulation_fallback"] = fallback
         write_manifest(paths, manifest)
         opts = scenario_options(options, scenario)
         run_plan = plan
