@@ -14,7 +14,7 @@ Layout on the egress interface of the sending switch:
   the same rule as the userspace delay line (due = max(previous due, now + delay + jitter)).
   pyroute2 cannot encode netem distribution tables, so normal jitter uses the userspace
   delay line even when netem exists (``choose_backend``).
-* ``nfqueue`` backend: ``htb 1:`` → class ``1:10`` → ``pfifo 10:`` (the bottleneck queue);
+* ``nfqueue`` backend: ``htb 1:`` → class ``1:10`` → ``bfifo 10:`` (the bottleneck queue, in bytes);
   delay, jitter and loss are applied before it by the NFQUEUE delay daemon.
 """
 
@@ -27,6 +27,19 @@ from pddbench.netem.topology_config import Shape
 
 MTU_BYTES = 1500
 MIN_BURST_BYTES = 256 * 1024
+GSO_MAX_BYTES = 65536  # largest GSO super-packet on veth
+
+
+def _register_bfifo() -> None:
+    """Teach pyroute2 the ``bfifo`` qdisc: the same options struct as ``pfifo``
+    (``struct tc_fifo_qopt { u32 limit; }``, bytes instead of packets). Without this,
+    pyroute2 drops the options and the parent of an unknown kind."""
+    from pyroute2.netlink.rtnl import tcmsg
+
+    tcmsg.plugins.setdefault("bfifo", tcmsg.sched_pfifo)
+
+
+_register_bfifo()
 HTB_ROOT = 0x10000  # 1:
 HTB_CLASS = 0x10010  # 1:10
 LEAF = 0x100000  # 10:
@@ -66,11 +79,28 @@ def htb_burst_bytes(rate_mbit: float) -> int:
 
 
 def bottleneck_limit_pkts(shape: Shape) -> int:
-    """The bottleneck queue in packets: configured, else max(1000, 1 × BDP at 2·delay)."""
+    """The bottleneck queue in packets: configured, else max(1000, 1 × BDP at 2·delay).
+
+    Sizes the delay stage (which holds every packet in flight); the bottleneck queue
+    itself is bounded in bytes (:func:`bottleneck_limit_bytes`)."""
     if shape.limit_pkts is not None:
         return shape.limit_pkts
     rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
     return max(DEFAULT_LIMIT_PKTS, bdp_packets(rate, 2 * shape.delay_ms + 2 * shape.jitter_ms))
+
+
+def bottleneck_limit_bytes(shape: Shape) -> int:
+    """The bottleneck queue in bytes: configured packets × MTU, else one BDP (at least two
+    64 KiB GSO super-packets).
+
+    Bounded in bytes, not packets: on veth a "packet" can be a 64 KiB GSO super-packet,
+    so a 1000-packet FIFO at a scaled-down rate queues for seconds — far deeper than a
+    real line's buffer — and small messages (routing RPCs) would wait behind KV bursts.
+    """
+    if shape.limit_pkts is not None:
+        return shape.limit_pkts * MTU_BYTES
+    rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
+    return max(2 * GSO_MAX_BYTES, bdp_bytes(rate, 2 * shape.delay_ms + 2 * shape.jitter_ms))
 
 
 def delay_line_limit_pkts(shape: Shape) -> int:
@@ -121,14 +151,14 @@ def netem_kwargs(shape: Shape, *, down: bool = False) -> dict[str, Any]:
 
 
 def leaf_request(backend: ShapingBackend, shape: Shape, command: str = "add") -> TcRequest:
-    """The HTB class's child: netem (kernel backend) or a pfifo bottleneck queue."""
+    """The HTB class's child: netem (kernel backend) or a bfifo bottleneck queue."""
     if backend == "kernel":
         return TcRequest(command=command, kind="netem", handle=LEAF, kwargs=netem_kwargs(shape))
     return TcRequest(
         command=command,
-        kind="pfifo",
+        kind="bfifo",
         handle=LEAF,
-        kwargs={"parent": HTB_CLASS, "limit": bottleneck_limit_pkts(shape)},
+        kwargs={"parent": HTB_CLASS, "limit": bottleneck_limit_bytes(shape)},
     )
 
 

@@ -86,8 +86,17 @@ def test_leaf_is_netem_for_kernel_and_a_bottleneck_fifo_otherwise() -> None:
     shape = Shape(rate_mbit=1000, delay_ms=10, limit_pkts=321)
     assert leaf_request("kernel", shape).kind == "netem"
     fifo = leaf_request("nfqueue", shape)
-    assert (fifo.kind, fifo.kwargs["limit"], fifo.kwargs["parent"]) == ("pfifo", 321, HTB_CLASS)
-    assert [r.kind for r in shaping_requests("nfqueue", shape)] == ["htb", "htb", "pfifo"]
+    assert (fifo.kind, fifo.kwargs["parent"]) == ("bfifo", HTB_CLASS)
+    assert fifo.kwargs["limit"] == 321 * 1500  # configured packets, held as bytes
+    assert [r.kind for r in shaping_requests("nfqueue", shape)] == ["htb", "htb", "bfifo"]
+
+
+def test_default_bottleneck_queue_is_about_one_bdp_in_bytes() -> None:
+    # a 10 Gbit/s line scaled by 1000: 10 Mbit/s, 2 x 15 ms one way
+    shape = Shape(rate_mbit=10, delay_ms=15)
+    limit = leaf_request("nfqueue", shape).kwargs["limit"]
+    queueing_ms = limit * 8 / (10e6) * 1000
+    assert limit >= 2 * 65536 and queueing_ms < 150  # not seconds of bufferbloat
 
 
 def test_backend_kernel_when_netem_exists_and_shape_fits() -> None:

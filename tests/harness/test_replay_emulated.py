@@ -1,0 +1,219 @@
+"""`pddbench replay` of the built-in scenarios inside the emulated topology (root only).
+
+One subprocess replays a small trace against same-dc-pd, cross-dc-pd and pdd, each deployed
+into its own network namespaces with the emulated 10 Gbit/s / 15 ms WAN. The trace has
+low-hit first turns (~60K uncached tokens: ~2.8 GB of modelled KV, ~2.2 s over the WAN,
+beyond pdd's 2 s TTFT target) and high-hit second turns. The test checks the replay's
+bookkeeping (every request once, turn order plus think time, token integrity), that pdd
+relays exactly the low-hit turns, and that this buys a lower TTFT than naive cross-DC PD.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pddbench.workloads.traceio import build_table, write_trace
+
+
+def _cannot_emulate() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if shutil.which("iptables") is None:
+        return "needs iptables (apt-get install -y iptables)"
+    return None
+
+
+SKIP_REASON = _cannot_emulate()
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+
+ROOT = Path(__file__).resolve().parents[2]
+PDDBENCH = [sys.executable, "-m", "pddbench"]
+SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
+
+BLOCK = 512  # trace block size (the reference servers hash the prompt tokens themselves)
+COLD_BLOCKS = 118  # 60,416 uncached tokens in a first turn: ~2.8 GB of KV at 46.5 KB/token
+WARM_EXTRA_BLOCKS = 2  # the second turn adds 1,024 tokens to the first one's prompt
+SESSIONS = 4
+SESSION_GAP_S = 1.0
+# the cold turns' KV reaches MD over the shared WAN by ~0.6 + 4 x 2.2 s after the start; the
+# warm turns come after that, so pdd's queue-aware routing can send them P->MD
+THINK_S = 12.0
+OUTPUT_TOKENS = 16
+
+
+def emulated_trace(path: Path) -> Path:
+    """SESSIONS sessions of two turns: a cold ~60K-token turn, then a turn that extends it."""
+    cols: dict[str, list] = {k: [] for k in ("rid", "sid", "turn", "arr", "inp", "par", "h", "th")}
+    for s in range(SESSIONS):
+        cold = [(s + 1) * 1_000_000 + b for b in range(COLD_BLOCKS)]
+        warm = cold + [(s + 1) * 1_000_000 + 500_000 + b for b in range(WARM_EXTRA_BLOCKS)]
+        for t, hashes in enumerate((cold, warm)):
+            cols["rid"].append(f"s{s}-t{t}")
+            cols["sid"].append(f"s{s}")
+            cols["turn"].append(t)
+            cols["arr"].append(SESSION_GAP_S * s + (THINK_S + 1.0) * t)
+            cols["inp"].append(len(hashes) * BLOCK)
+            cols["par"].append(f"s{s}-t{t - 1}" if t else None)
+            cols["h"].append(hashes)
+            cols["th"].append(THINK_S if t else None)
+    table = build_table(
+        request_id=cols["rid"],
+        session_id=cols["sid"],
+        turn_index=cols["turn"],
+        arrival_s=cols["arr"],
+        input_length=cols["inp"],
+        output_length=[OUTPUT_TOKENS] * len(cols["rid"]),
+        block_size=BLOCK,
+        block_hashes=cols["h"],
+        parent_request_id=cols["par"],
+        think_time_s=cols["th"],
+    )
+    return write_trace(table, path)
+
+
+def _namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return [line.split()[0] for line in out.stdout.splitlines() if line.startswith("pddb")]
+
+
+class RunWatch:
+    """The emulated runs a test starts, so that only their namespaces are checked and removed.
+
+    Other replays may share this machine: their namespaces are never touched. A run is
+    ours when its manifest (under one of ``out_dirs``) names its topology, or when its
+    netem state file is owned by one of the harness processes in ``pids`` (SIGKILLed).
+    """
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.out_dirs: list[Path] = []
+
+    def run_ids(self) -> set[str]:
+        from pddbench.netem.state import load_states
+
+        ids = {s.run_id for s in load_states() if s.owner_pid in self.pids}
+        for out in self.out_dirs:
+            for path in out.glob("*/manifest.json"):
+                deployment = json.loads(path.read_text()).get("deployment") or {}
+                run_id = (deployment.get("topology") or {}).get("run_id")
+                if run_id:
+                    ids.add(str(run_id))
+        return ids
+
+    def leftovers(self) -> tuple[set[str], list[str]]:
+        """(run ids, namespaces of those runs still present)."""
+        from pddbench.netem.plan import netns_prefix
+
+        ids = self.run_ids()
+        prefixes = tuple(netns_prefix(r) for r in ids)
+        return ids, [n for n in _namespaces() if prefixes and n.startswith(prefixes)]
+
+
+@pytest.fixture
+def run_watch() -> Iterator[RunWatch]:
+    """Fails when the test's runs leave namespaces behind (and removes those, only those)."""
+    watch = RunWatch()
+    yield watch
+    ids, left = watch.leftovers()
+    if left:
+        from pddbench.netem.cleanup import cleanup
+
+        for run_id in sorted(ids):
+            cleanup(run_id)
+    assert not left, f"namespaces left behind: {left}"
+
+
+def replay(args: list[str], out: Path, watch: RunWatch, timeout: float = 300) -> tuple[int, str]:
+    """Run ``pddbench replay ARGS --out OUT`` to the end; (exit status, stderr)."""
+    watch.out_dirs.append(out)
+    proc = subprocess.Popen(
+        [*PDDBENCH, "replay", *args, "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watch.pids.append(proc.pid)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
+def _runs(out: Path) -> dict[str, Path]:
+    """Run folders by scenario name (``<time>-<scenario>-<id>``)."""
+    runs: dict[str, Path] = {}
+    for p in out.iterdir():
+        if p.is_dir():
+            manifest = json.loads((p / "manifest.json").read_text())
+            runs[manifest["scenario"]["name"]] = p
+    return runs
+
+
+def _check_bookkeeping(df: pd.DataFrame, expected_ids: set[str]) -> None:
+    assert df.request_id.is_unique and set(df.request_id) == expected_ids
+    assert (df.status == "ok").all(), df.loc[df.status != "ok", ["request_id", "error_message"]]
+    assert df.integrity_ok.all()
+    assert (df.output_tokens == OUTPUT_TOKENS).all()
+    by = df.set_index("request_id")
+    children = df[df.parent_request_id.notna()]
+    assert len(children) == SESSIONS
+    for _, child in children.iterrows():
+        parent_end = by.loc[child.parent_request_id, "end_s"]
+        assert child.intended_send_s == pytest.approx(parent_end + THINK_S, abs=1e-9)
+        assert child.actual_send_s >= parent_end + THINK_S
+
+
+def test_builtin_scenarios_in_emulated_topology(tmp_path, run_watch) -> None:
+    trace = emulated_trace(tmp_path / "t.parquet")
+    out = tmp_path / "o"
+    scenario_args = [arg for name in SCENARIOS for arg in ("--scenario", name)]
+    code, err = replay(["--trace", str(trace), *scenario_args], out, run_watch)
+    assert code == 0, err[-3000:]
+    assert "Traceback" not in err
+    runs = _runs(out)
+    assert set(runs) == set(SCENARIOS)
+    expected = {f"s{s}-t{t}" for s in range(SESSIONS) for t in range(2)}
+    frames: dict[str, pd.DataFrame] = {}
+    for name, run in runs.items():
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["status"] == "complete"
+        assert manifest["deployment"]["mode"] == "emulated"
+        assert manifest["records"] == manifest["sent_requests"] == len(expected)
+        df = pq.read_table(run / "requests.parquet").to_pandas()
+        _check_bookkeeping(df, expected)
+        frames[name] = df.set_index("request_id")
+    # the WAN scenarios were probed before traffic started
+    for name in ("cross-dc-pd", "pdd"):
+        assert json.loads((runs[name] / "manifest.json").read_text())["links"]
+
+    # low-hit requests, from the records: the cold first turns (theoretical hit 0)
+    pdd, naive = frames["pdd"], frames["cross-dc-pd"]
+    hit = pdd.cached_tokens_theoretical / pdd.input_tokens
+    low = sorted(pdd.index[hit < 0.5])
+    high = sorted(pdd.index[hit > 0.9])
+    assert low == [f"s{s}-t0" for s in range(SESSIONS)]
+    assert high == [f"s{s}-t1" for s in range(SESSIONS)]
+    # pdd relayed the low-hit turns (first token from RLD) and sent the warm ones direct
+    assert (pdd.loc[low, "pipeline"] == "P->RLD->MD").all(), pdd.loc[low, "pipeline"]
+    assert (pdd.loc[low, "first_token_origin"] == "RLD").all()
+    assert (pdd.loc[high, "pipeline"] == "P->MD").all(), pdd.loc[high, "pipeline"]
+    assert (naive.loc[low, "pipeline"] == "P->D").all()
+    # ... and beat naive cross-DC PD, whose first token waits for ~2.8 GB over 10 Gbit/s
+    pdd_ttft = pdd.loc[low, "ttft_s"].median()
+    naive_ttft = naive.loc[low, "ttft_s"].median()
+    assert naive_ttft > 2.0, naive.loc[low, "ttft_s"]
+    assert pdd_ttft < naive_ttft - 1.0, (pdd_ttft, naive_ttft)
