@@ -112,9 +112,12 @@ class DistributionMetric(Metric):
     """A per-request (or per-session) quantity, summarised by count, mean and percentiles."""
 
     kind: ClassVar[Kind] = Kind.DISTRIBUTION
+    column: ClassVar[str | None] = None  # a records column read as is; else override values()
 
     def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        raise NotImplementedError
+        if self.column is None:
+            raise NotImplementedError
+        return records.col(self.column)
 
 
 class ScalarMetric(Metric):

@@ -44,9 +44,7 @@ class TTFT(DistributionMetric):
     description = "time to first token: first token-carrying chunk − actual send, per ok request"
     nan_means = "no ok request produced a token"
     min_change = 0.005
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("ttft_s")
+    column = "ttft_s"
 
 
 class TPOT(DistributionMetric):
@@ -62,9 +60,7 @@ class TPOT(DistributionMetric):
     )
     nan_means = "no ok request with 2 or more output tokens"
     min_change = 0.0005
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("tpot_s")
+    column = "tpot_s"
 
 
 def token_intervals(records: RecordSet) -> np.ndarray:
@@ -122,9 +118,7 @@ class ITLRequestP99(DistributionMetric):
     )
     nan_means = "no ok request with 2 or more output tokens"
     min_change = 0.0005
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("itl_p99_s")
+    column = "itl_p99_s"
 
 
 class ITLRequestMax(DistributionMetric):
@@ -137,9 +131,7 @@ class ITLRequestMax(DistributionMetric):
     description = "one value per ok request: its largest inter-token interval (stalls, seams)"
     nan_means = "no ok request with 2 or more output tokens"
     min_change = 0.001
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("itl_max_s")
+    column = "itl_max_s"
 
 
 class E2E(DistributionMetric):
@@ -151,9 +143,7 @@ class E2E(DistributionMetric):
     description = "end of the response − actual send, per ok request"
     nan_means = "no ok requests"
     min_change = 0.01
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("e2e_s")
+    column = "e2e_s"
 
 
 class ClientQueue(DistributionMetric):
@@ -166,9 +156,7 @@ class ClientQueue(DistributionMetric):
     description = "time a sent request waited for the client's concurrency cap (0 without one)"
     nan_means = "nothing was sent"
     min_change = 0.001
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("client_queue_s")
+    column = "client_queue_s"
 
 
 class ScheduleLag(DistributionMetric):

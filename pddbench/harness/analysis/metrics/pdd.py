@@ -82,9 +82,7 @@ class WanBytesRequest(DistributionMetric):
     direction = Direction.LOWER
     description = "wan_bytes of each ok request that reports it"
     nan_means = "the server did not report wan_bytes"
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("wan_bytes")
+    column = "wan_bytes"
 
 
 class WanBandwidth(ScalarMetric):
@@ -110,9 +108,7 @@ class HandoffITLMax(DistributionMetric):
     description = "per relayed ok request: its largest inter-token interval (the handoff seam)"
     nan_means = "no relayed ok requests"
     min_change = 0.001
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("itl_max_s")
+    column = "itl_max_s"
 
 
 class DirectITLMax(DistributionMetric):
@@ -125,9 +121,7 @@ class DirectITLMax(DistributionMetric):
     description = "per ok request not relayed: its largest inter-token interval"
     nan_means = "every ok request was relayed, or none is ok"
     min_change = 0.001
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        return records.col("itl_max_s")
+    column = "itl_max_s"
 
 
 class HandoffSpike(ScalarMetric):
