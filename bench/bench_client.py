@@ -143,6 +143,17 @@ def start_reference(tmp: Path, step_overhead_s: float) -> Server:
     return Server("reference (zero-compute router + colocated instance)", proc, url, True)
 
 
+def start_zero(itl_us: float = 0.0) -> Server:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--itl-us", str(itl_us)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().strip()
+    return Server("bench/zero_server.py (uvloop protocol, 1 token/chunk)", proc, url, True)
+
+
 def start_sse() -> Server:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.harness.sse_server", "1", "0"],
@@ -369,7 +380,9 @@ def run_vllm(server: Server, rate: float, duration_s: float, tmp: Path) -> str:
 # -- main ---------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--server", choices=["reference", "sse", "both"], default="both")
+    ap.add_argument(
+        "--server", nargs="+", choices=["zero", "reference", "sse"], default=["zero", "reference"]
+    )
     ap.add_argument(
         "--reference-rates",
         type=float,
@@ -379,6 +392,7 @@ def main() -> None:
         "on a 2-core machine, so 600 is not offered by default)",
     )
     ap.add_argument("--sse-rates", type=float, nargs="+", default=[300.0, 600.0])
+    ap.add_argument("--zero-rates", type=float, nargs="+", default=[300.0, 600.0])
     ap.add_argument("--duration", type=float, default=25.0, help="seconds of arrivals per rate")
     ap.add_argument(
         "--step-overhead-us",
@@ -394,20 +408,25 @@ def main() -> None:
         f" {load[2]:.2f} before start; {PROMPT_TOKENS}-token prompts, {OUTPUT_TOKENS} output"
         " tokens, one token per chunk, Poisson arrivals, one client process (asyncio engine)"
     )
-    kinds = ["reference", "sse"] if args.server == "both" else [args.server]
+    kinds = args.server
     verdicts: list[str] = []
     vllm_note = ""
     with tempfile.TemporaryDirectory(prefix="bench-client-") as d:
         tmp = Path(d)
         for kind in kinds:
-            server = (
-                start_reference(tmp, args.step_overhead_us * 1e-6)
-                if kind == "reference"
-                else start_sse()
-            )
+            if kind == "reference":
+                server = start_reference(tmp, args.step_overhead_us * 1e-6)
+            elif kind == "zero":
+                server = start_zero()
+            else:
+                server = start_sse()
             try:
                 print(f"\n== {server.name} at {server.url} ==")
-                rates = args.reference_rates if kind == "reference" else args.sse_rates
+                rates = {
+                    "reference": args.reference_rates,
+                    "zero": args.zero_rates,
+                    "sse": args.sse_rates,
+                }[kind]
                 for rate in rates:
                     f = run_client(server, rate, args.duration, tmp)
                     print_run(rate, args.duration, f)

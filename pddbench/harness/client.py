@@ -1,8 +1,9 @@
 """HTTP clients for one streamed completion: OpenAI ``/v1/completions`` and SGLang ``/generate``.
 
-Owns the wire: building the request body from token IDs, reading the SSE stream, stamping
-each chunk with the run's monotonic clock and handing it to the sans-IO
-:class:`~pddbench.harness.stream.StreamAccumulator`, and turning every failure
+Owns one request's life on the wire: building the body from token IDs, sending it over the
+keep-alive pool of :mod:`pddbench.harness.http1` (which stamps every socket read with the
+run's monotonic clock), handing the SSE bytes to the sans-IO
+:class:`~pddbench.harness.stream_records.SseReader`, and turning every failure
 (connection refused, HTTP error, server error event, stall, cut stream) into a
 :class:`~pddbench.harness.records.RequestRecord` with a status and an error class —
 never an exception escaping to the engine.
@@ -19,13 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-import aiohttp
-
 try:
     import orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; keep working without
     orjson = None  # type: ignore[assignment]
 
+from pddbench.harness.http1 import ConnectFailed, ExchangeTimeout, Http1Pool, StreamCut
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
 from pddbench.harness.stream import StreamAccumulator
 from pddbench.harness.stream_records import SseReader, http_error_message, settle_record
@@ -58,13 +58,6 @@ class ApiConfig:
         if self.path:
             return self.path
         return "/generate" if self.kind is ApiKind.SGLANG else "/v1/completions"
-
-    def timeout(self) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(
-            total=self.request_timeout_s,
-            sock_connect=self.connect_timeout_s,
-            sock_read=self.stall_timeout_s,
-        )
 
 
 def encode_json(body: dict) -> bytes:
@@ -99,8 +92,7 @@ def request_body(api: ApiConfig, prompt: list[int], max_tokens: int, request_id:
 
 
 async def stream_completion(
-    http: aiohttp.ClientSession,
-    base_url: str,
+    http: Http1Pool,
     api: ApiConfig,
     record: RequestRecord,
     prompt: list[int],
@@ -116,34 +108,35 @@ async def stream_completion(
         request_body(api, prompt, record.expected_output_tokens, record.request_id)
     )
     headers = {"X-Request-Id": record.request_id, "Content-Type": "application/json"}
+    # stamped before a connection is taken or opened: a new connection's set-up is part of
+    # what the request waited for (as in vLLM's and AIPerf's clients)
     record.actual_send_s = clock()
     try:
-        async with http.post(
-            base_url + api.endpoint, data=payload, headers=headers, timeout=api.timeout()
-        ) as resp:
-            if resp.status >= 400:
-                text = await resp.text()
-                return _fail(record, clock, ErrorClass.HTTP, http_error_message(resp.status, text))
-            async for raw in resp.content:
-                if reader.feed_line(clock(), raw):
-                    break
-    except TimeoutError:
-        _finish(record, acc.summary(record.expected_output_tokens), clock)
-        return _fail(
-            record,
+        reply = await http.exchange(
+            "POST",
+            api.endpoint,
+            payload,
+            headers,
+            reader,
             clock,
-            ErrorClass.TIMEOUT,
-            "timed out (request or stall limit)",
-            status=Status.TIMEOUT,
+            stall_timeout_s=api.stall_timeout_s,
+            total_timeout_s=api.request_timeout_s,
         )
+    except ExchangeTimeout as exc:
+        _finish(record, acc.summary(record.expected_output_tokens), clock)
+        return _fail(record, clock, ErrorClass.TIMEOUT, f"timed out: {exc}", status=Status.TIMEOUT)
     except asyncio.CancelledError:
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         _fail(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
-    except aiohttp.ClientConnectorError as exc:
-        return _fail(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc.os_error}")
-    except (aiohttp.ClientError, OSError) as exc:
+    except ConnectFailed as exc:
+        return _fail(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
+    except (StreamCut, OSError) as exc:
         _finish(record, acc.summary(record.expected_output_tokens), clock)
-        return _fail(record, clock, ErrorClass.STREAM, f"{type(exc).__name__}: {exc}")
+        return _fail(record, clock, ErrorClass.STREAM, str(exc))
+    if reply.status >= 400:
+        return _fail(
+            record, clock, ErrorClass.HTTP, http_error_message(reply.status, reply.error_body)
+        )
     summary = acc.summary(record.expected_output_tokens)
     return settle_record(record, reader, summary, clock, keep_token_times=api.keep_token_times)

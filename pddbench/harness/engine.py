@@ -1,6 +1,7 @@
 """The asyncio replay engine: executes what the SessionPlayer decides, stamps time, journals.
 
-One event loop, one aiohttp session with an unbounded connection pool (open loop: a
+One event loop, one keep-alive connection pool (:mod:`pddbench.harness.http1`) with no
+limit on connections (open loop: a
 request is never held back by the client unless a concurrency cap is configured, and
 then the wait is recorded as ``client_queue_s``). The loop sleeps until the player's next
 due time or until a completion makes new turns ready; each request runs as its own task
@@ -16,9 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import aiohttp
-
 from pddbench.harness.client import ApiConfig, stream_completion
+from pddbench.harness.http1 import Http1Pool
 from pddbench.harness.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.records import ErrorClass, Journal, RequestRecord, Status
 from pddbench.harness.stream_records import record_for, skipped_record
@@ -82,55 +82,55 @@ class AsyncioEngine:
         if self.config.max_concurrency:
             self._sem = asyncio.Semaphore(self.config.max_concurrency)
         loop = asyncio.get_running_loop()
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        async with aiohttp.ClientSession(connector=connector) as http:
-            try:
-                deadline = self.config.max_duration_s
-                while not self.player.done:
-                    now = self.clock()
-                    if deadline is not None and now >= deadline:
-                        # duration cap: send nothing new, let in-flight requests finish
-                        self.stats.stopped_at_s = now
-                        if all(t.done() for t in self._tasks):
-                            break
-                        self._wake.clear()
-                        # a finishing task sets the wake before its done-callback runs
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._wake.wait(), 0.25)
-                        continue
-                    for due in self.player.pop_due(now):
-                        self._spawn(http, due)
-                    nxt = self.player.next_due_s()
-                    if deadline is not None:
-                        nxt = deadline if nxt is None else min(nxt, deadline)
-                    self._wake.clear()
-                    handle = None
-                    if nxt is not None:
-                        delay = nxt - self.clock()
-                        if delay <= 0:
-                            continue
-                        handle = loop.call_later(delay, self._wake.set)
-                    if self.player.done:
+        http = Http1Pool(self.config.base_url, connect_timeout_s=self.config.api.connect_timeout_s)
+        try:
+            deadline = self.config.max_duration_s
+            while not self.player.done:
+                now = self.clock()
+                if deadline is not None and now >= deadline:
+                    # duration cap: send nothing new, let in-flight requests finish
+                    self.stats.stopped_at_s = now
+                    if all(t.done() for t in self._tasks):
                         break
-                    await self._wake.wait()
-                    if handle is not None:
-                        handle.cancel()
-            finally:
-                if self._tasks:
-                    for task in list(self._tasks):
-                        task.cancel()
-                    await asyncio.gather(*self._tasks, return_exceptions=True)
-                for skipped in self.player.skipped:
-                    self._journal_skipped(skipped)
-                self.journal.flush()
+                    self._wake.clear()
+                    # a finishing task sets the wake before its done-callback runs
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), 0.25)
+                    continue
+                for due in self.player.pop_due(now):
+                    self._spawn(http, due)
+                nxt = self.player.next_due_s()
+                if deadline is not None:
+                    nxt = deadline if nxt is None else min(nxt, deadline)
+                self._wake.clear()
+                handle = None
+                if nxt is not None:
+                    delay = nxt - self.clock()
+                    if delay <= 0:
+                        continue
+                    handle = loop.call_later(delay, self._wake.set)
+                if self.player.done:
+                    break
+                await self._wake.wait()
+                if handle is not None:
+                    handle.cancel()
+        finally:
+            if self._tasks:
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            for skipped in self.player.skipped:
+                self._journal_skipped(skipped)
+            self.journal.flush()
+            await http.close()
         return self.stats
 
-    def _spawn(self, http: aiohttp.ClientSession, due: DueRequest) -> None:
+    def _spawn(self, http: Http1Pool, due: DueRequest) -> None:
         task = asyncio.get_running_loop().create_task(self._one(http, due))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _one(self, http: aiohttp.ClientSession, due: DueRequest) -> None:
+    async def _one(self, http: Http1Pool, due: DueRequest) -> None:
         req = due.request
         record = record_for(due, self.config.cached_tokens_theoretical)
         ok = False
@@ -167,7 +167,6 @@ class AsyncioEngine:
         try:
             await stream_completion(
                 http,
-                self.config.base_url,
                 self.config.api,
                 record,
                 prompt,

@@ -12,6 +12,7 @@ manifest holds the wall-clock anchor of that start.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +24,11 @@ from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+try:  # ~10x faster rows; json is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None  # type: ignore[assignment]
 
 
 class Status(StrEnum):
@@ -117,32 +123,49 @@ def _clean(value: object) -> object:
     return value
 
 
+def journal_line(record: RequestRecord) -> str:
+    """One JSON line for ``record`` (non-finite floats as null; fields are flat values)."""
+    if _orjson is not None:
+        # orjson writes NaN/inf as null and enums as their values, like _clean + json
+        with contextlib.suppress(TypeError):
+            row = _orjson.dumps(record.__dict__, option=_orjson.OPT_SERIALIZE_NUMPY)
+            return row.decode() + "\n"
+    row = {k: _clean(v) for k, v in asdict(record).items()}
+    return json.dumps(row, separators=(",", ":")) + "\n"
+
+
 class Journal:
     """Append-only JSON-lines journal of records, flushed to disk at least every interval."""
 
     def __init__(self, path: str | Path, *, flush_interval_s: float = 1.0, append: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        cut_line = append and _ends_mid_line(self.path)
         self._file: IO[str] = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        if cut_line:  # a killed writer's last, partial line stays one unreadable line
+            self._file.write("\n")
         self._interval = flush_interval_s
         self._last_flush = time.monotonic()
         self.count = 0
 
     def append(self, record: RequestRecord) -> None:
-        row = {k: _clean(v) for k, v in asdict(record).items()}
-        self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._file.write(journal_line(record))
         self.count += 1
         if time.monotonic() - self._last_flush >= self._interval:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = False) -> None:
+        """Hand buffered rows to the OS (enough to survive SIGKILL of this process);
+        ``sync`` also waits for the disk (only at close: fsync can block for
+        milliseconds, and this runs on the replay's event loop)."""
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if sync:
+            os.fsync(self._file.fileno())
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
         if not self._file.closed:
-            self.flush()
+            self.flush(sync=True)
             self._file.close()
 
     def __enter__(self) -> Journal:
@@ -150,6 +173,18 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ends_mid_line(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
 
 
 def read_journal(path: str | Path) -> tuple[list[dict[str, object]], int]:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
+import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -26,14 +29,18 @@ from pddbench.harness.engine import AsyncioEngine, EngineConfig
 from pddbench.harness.live import LiveView
 from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
 from pddbench.harness.records import Journal, finalize_journal
+from pddbench.harness.resume import ResumePoint, remaining_plan
 from pddbench.harness.rundir import RunPaths, anchor_clock, write_manifest
 from pddbench.harness.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.session_plan import Selection, plan_requests
+from pddbench.harness.stream_records import skipped_record
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
 from pddbench.workloads.materialize import Materializer
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
+
+T = TypeVar("T")
 
 METRICS_INTERVAL_S = 1.0  # how often the instances' /metrics are scraped during a replay
 
@@ -132,17 +139,20 @@ def prompt_function(
     plan: ReplayPlan, options: ReplayOptions
 ) -> Callable[[PlannedRequest], list[int]]:
     """Lazy prompt materialisation for a request (by its trace row)."""
-    hashes = plan.table.column(Col.BLOCK_HASHES)
-    sizes = plan.table.column(Col.BLOCK_SIZE)
+    # flat numpy views once: pyarrow's per-row scalar access costs ~10 us a call
+    lists = plan.table.column(Col.BLOCK_HASHES).combine_chunks()
+    offsets = lists.offsets.to_numpy()  # absolute into .values, also for a sliced array
+    flat_hashes = lists.values.to_numpy(zero_copy_only=False)
+    sizes = plan.table.column(Col.BLOCK_SIZE).to_numpy()
     materializers: dict[int, Materializer] = {}
 
     def prompt(req: PlannedRequest) -> list[int]:
-        bs = int(sizes[req.row].as_py())
+        bs = int(sizes[req.row])
         m = materializers.get(bs)
         if m is None:
             m = Materializer(bs, vocab_size=options.vocab_size, first_id=options.first_token_id)
             materializers[bs] = m
-        row_hashes = hashes[req.row].values.to_numpy(zero_copy_only=False)
+        row_hashes = flat_hashes[offsets[req.row] : offsets[req.row + 1]]
         return m.prompt(row_hashes, req.input_length, request_id=req.request_id)
 
     return prompt
@@ -156,8 +166,28 @@ async def _execute(
     manifest: dict[str, object],
     live: LiveView | None,
     metrics_urls: Mapping[str, str] | None = None,
+    resume: ResumePoint | None = None,
 ) -> tuple[int, bool]:
-    origin = time.monotonic()
+    skipped: list[PlannedRequest] = []
+    planned_total = len(plan.requests)
+    if resume is None:
+        origin = time.monotonic()
+    else:  # continue the run's own timeline where its journal ends
+        origin = time.monotonic() - resume.elapsed_s
+        remaining, skipped = remaining_plan(plan.requests, resume, on_error=options.on_error)
+        resumes = manifest.setdefault("resumes", [])
+        assert isinstance(resumes, list)
+        resumes.append(
+            {
+                "started_at": datetime.now(UTC).isoformat(),
+                "from_s": resume.elapsed_s,
+                "settled_before": len(resume.settled),
+                "superseded_records": resume.cancelled,
+                "remaining": len(remaining),
+                "previous_clock": manifest.get("clock"),
+            }
+        )
+        plan = dataclasses.replace(plan, requests=remaining)
     anchor_clock(manifest, origin)
     write_manifest(paths, manifest)
     scraper = None
@@ -171,7 +201,9 @@ async def _execute(
         def oracle(req: PlannedRequest) -> Callable[[int], int]:
             return TokenStream(seed, req.request_id, options.vocab_size)
 
-    journal = Journal(paths.journal)
+    journal = Journal(paths.journal, append=resume is not None)
+    for req in skipped:
+        journal.append(skipped_record(req))
     engine = AsyncioEngine(
         SessionPlayer(plan.requests, on_error=options.on_error),
         EngineConfig(
@@ -189,6 +221,10 @@ async def _execute(
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     interrupted = False
+    # the plan, the trace and the imports are long-lived: keep the collector off them, so a
+    # full collection mid-run does not stall the loop for milliseconds
+    gc.collect()
+    gc.freeze()
 
     def on_signal() -> None:
         nonlocal interrupted
@@ -208,6 +244,7 @@ async def _execute(
         if not interrupted:
             raise
     finally:
+        gc.unfreeze()
         if view_task is not None:
             view_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -226,8 +263,12 @@ async def _execute(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
-    manifest["sent_requests"] = engine.stats.sent
-    manifest["planned_requests"] = len(plan.requests)
+    manifest["planned_requests"] = planned_total
+    if resume is None:
+        manifest["sent_requests"] = engine.stats.sent
+    else:  # the totals of the whole run (a killed run never wrote its own)
+        before = manifest.get("sent_requests")
+        manifest["sent_requests"] = (before if isinstance(before, int) else 0) + engine.stats.sent
     manifest["duration_cap_hit_at_s"] = engine.stats.stopped_at_s
     return engine.stats.errors, interrupted
 
@@ -250,6 +291,22 @@ def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> d
     }
 
 
+def run_event_loop(coro: Coroutine[object, object, T], manifest: dict[str, object]) -> T:
+    """Run ``coro`` on uvloop when it is installed (several times less loop overhead per
+    socket read), else on asyncio's own loop; ``PDDBENCH_EVENT_LOOP=asyncio`` forces the
+    latter. The manifest records which loop ran."""
+    if os.environ.get("PDDBENCH_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            manifest["event_loop"] = f"uvloop {uvloop.__version__}"
+            return uvloop.run(coro)
+    manifest["event_loop"] = "asyncio"
+    return asyncio.run(coro)
+
+
 def run_replay(
     plan: ReplayPlan,
     options: ReplayOptions,
@@ -259,16 +316,20 @@ def run_replay(
     *,
     live: LiveView | None = None,
     metrics_urls: Mapping[str, str] | None = None,
+    resume: ResumePoint | None = None,
 ) -> ReplayOutcome:
     """Replay ``plan`` against ``base_url``; always finalises the run folder.
 
     With ``metrics_urls`` (instance → metrics URL) the instances' ``/metrics`` are
-    scraped every second into ``server_metrics.parquet``."""
+    scraped every second into ``server_metrics.parquet``. With ``resume`` the run folder
+    is an interrupted run's: only what its journal has not settled is sent, appended to
+    the same journal on the same timeline (:mod:`pddbench.harness.resume`)."""
     manifest["replay"] = replay_section(plan, options, base_url)
     errors, interrupted = 0, False
     try:
-        errors, interrupted = asyncio.run(
-            _execute(plan, options, base_url, paths, manifest, live, metrics_urls)
+        errors, interrupted = run_event_loop(
+            _execute(plan, options, base_url, paths, manifest, live, metrics_urls, resume),
+            manifest,
         )
     except KeyboardInterrupt:
         interrupted = True

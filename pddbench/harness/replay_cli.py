@@ -10,6 +10,7 @@ only if ``--fail-on-errors`` is given.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -260,6 +261,15 @@ def locust_options(f):
     is_flag=True,
     help="Record link probes but do not refuse to run when they are off.",
 )
+@click.option(
+    "--resume",
+    "resume_dir",
+    default=None,
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="RUN",
+    help="Continue an interrupted run folder with its own trace and options: settled "
+    "requests are kept, the rest are sent (asyncio engine).",
+)
 @locust_options
 @selection_options
 def replay(
@@ -270,6 +280,7 @@ def replay(
     label: str | None,
     no_emulation: bool,
     no_probe_check: bool,
+    resume_dir: Path | None,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -287,6 +298,10 @@ def replay(
         from pddbench.harness.locust_engine import run_locust_worker
 
         raise click.exceptions.Exit(run_locust_worker(master_host, master_port))
+    if resume_dir is not None:
+        if trace_path is not None or scenarios or target:
+            raise UserError("--resume RUN takes the run's own trace, scenario and options")
+        raise click.exceptions.Exit(_resume(resume_dir, no_emulation, no_probe_check))
     if trace_path is None:
         raise UserError("--trace is required (only a --worker runs without one)")
     if engine != "locust" and (locust_master or web_ui or master_host):
@@ -321,3 +336,36 @@ def replay(
     )
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
+    """Re-read the run's command line from its manifest and continue the run."""
+    from pddbench.harness.replay_main import resume_main
+
+    manifest_path = run_dir / "manifest.json"
+    try:
+        command = json.loads(manifest_path.read_text()).get("command")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{run_dir}: not a run folder ({manifest_path}: {exc})") from None
+    if not isinstance(command, list) or command[1:2] != ["replay"]:
+        raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
+    try:
+        params = replay.make_context("replay", [str(a) for a in command[2:]]).params
+    except click.ClickException as exc:
+        msg = exc.format_message()
+        raise UserError(f"{run_dir}: cannot re-read its command line: {msg}") from None
+    if params.get("engine") == "locust":
+        raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
+    explicit = {
+        "trace_path", "scenarios", "target", "out_root", "label", "no_emulation",
+        "no_probe_check", "resume_dir", "engine", "workers", "locust_master",
+        "locust_worker", "master_host", "master_port", "web_ui", "web_port",
+    }  # fmt: skip
+    options = build_options(**{k: v for k, v in params.items() if k not in explicit})
+    return resume_main(
+        run_dir,
+        trace_path=Path(params["trace_path"]),
+        options=options,
+        emulate=not (no_emulation or params.get("no_emulation")),
+        check_probes=not (no_probe_check or params.get("no_probe_check")),
+    )

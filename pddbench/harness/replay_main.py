@@ -18,14 +18,24 @@ from pddbench.harness.deploy import deploy, emulation_problem, enter_netns
 from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.live import LiveView
 from pddbench.harness.locust_engine import LocustSettings
+from pddbench.harness.records import read_journal
 from pddbench.harness.replay import (
     ReplayOptions,
+    ReplayOutcome,
     ReplayPlan,
     prepare,
     prepare_theoretical,
     run_replay,
 )
-from pddbench.harness.rundir import RunPaths, base_manifest, file_digest, new_run, write_manifest
+from pddbench.harness.resume import ResumePoint
+from pddbench.harness.rundir import (
+    RunPaths,
+    base_manifest,
+    file_digest,
+    new_run,
+    read_manifest,
+    write_manifest,
+)
 from pddbench.harness.scenario import Scenario, load_scenario
 from pddbench.harness.scrape import metrics_targets
 from pddbench.harness.summary import print_comparison
@@ -128,6 +138,65 @@ def replay_main(
     return EXIT_INTERRUPTED if interrupted else 0
 
 
+def resume_main(
+    run_dir: Path,
+    *,
+    trace_path: Path,
+    options: ReplayOptions,
+    emulate: bool = True,
+    check_probes: bool = True,
+) -> int:
+    """Continue an interrupted run in its own folder (``pddbench replay --resume RUN``).
+
+    ``trace_path`` and ``options`` are the run's own (re-read from its manifest's command
+    line); the plan is rebuilt from them and only what the journal has not settled is
+    sent (:mod:`pddbench.harness.resume`). The servers are deployed afresh, so their
+    caches start cold: the manifest's ``resumes`` entry says where that happened."""
+    paths = RunPaths(run_dir)
+    manifest = read_manifest(paths)
+    if manifest.get("status") == "complete":
+        raise UserError(f"{run_dir}: the run is complete; nothing to resume")
+    if not paths.journal.exists():
+        raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
+    trace = load_trace(trace_path)
+    recorded = manifest.get("trace")
+    if isinstance(recorded, dict) and recorded.get("digest") != file_digest(trace_path):
+        raise UserError(f"{trace_path} changed since run {paths.run_id}; cannot resume it")
+    options, _ = default_selection(trace.table, options, trace.epoch)
+    plan = prepare(trace, options)
+    point = ResumePoint.from_rows(read_journal(paths.journal)[0])
+    click.echo(
+        f"pddbench: resuming {paths.run_id} at t={point.elapsed_s:.1f} s: "
+        f"{len(point.settled)} of {len(plan.requests)} requests settled",
+        err=True,
+    )
+    scenario_data = manifest.get("scenario")
+    if not isinstance(scenario_data, dict):
+        raise UserError(f"{run_dir}: the manifest has no scenario")
+    if scenario_data.get("deployment") == "external":
+        target = str(scenario_data["target"])
+        outcome: ReplayOutcome | None = run_replay(
+            plan, options, target, paths, manifest, live=LiveView(paths.run_id), resume=point
+        )
+    else:
+        scenario = Scenario.model_validate(scenario_data)
+        check_runnable(scenario.name, scenario.requires)
+        outcome = replay_one(
+            scenario,
+            paths,
+            manifest,
+            plan=plan,
+            options=options,
+            emulate=emulate and "emulation_fallback" not in manifest,
+            check_probes=check_probes,
+            resume=point,
+        )
+    if outcome is None:
+        return 1
+    print_comparison([outcome.paths])
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
 def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
     """The replay options with what the scenario says about its client and servers."""
     client = scenario.client
@@ -185,46 +254,74 @@ def replay_scenarios(
         if fallback is not None:
             manifest["emulation_fallback"] = fallback
         write_manifest(paths, manifest)
-        opts = scenario_options(options, scenario)
-        run_plan = plan
-        if opts.cache_block_size != options.cache_block_size:
-            run_plan = prepare_theoretical(plan, opts)
-        click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
-        try:
-            with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
-                info,
-                client_ns,
-            ):
-                manifest["deployment"] = dataclasses.asdict(info)
-                manifest["links"] = info.links
-                with enter_netns(client_ns):
-                    if locust is not None:  # master and workers start inside the namespace
-                        outcome = locust.run(
-                            run_plan, opts, info.front_door, paths, manifest, label=scenario.name
-                        )
-                    else:
-                        outcome = run_replay(
-                            run_plan,
-                            opts,
-                            info.front_door,
-                            paths,
-                            manifest,
-                            live=LiveView(scenario.name),
-                            metrics_urls=metrics_targets(info.instances),
-                        )
-        except KeyboardInterrupt:
-            _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
-            runs.append(paths)
-            return runs, True, failed
-        except UserError as exc:
-            click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
-            _record_failure(paths, manifest, str(exc), "failed")
+        outcome = replay_one(
+            scenario,
+            paths,
+            manifest,
+            plan=plan,
+            options=options,
+            emulate=emulate,
+            check_probes=check_probes,
+            locust=locust,
+        )
+        if outcome is None:
             failed += 1
             continue
         runs.append(outcome.paths)
         if outcome.interrupted:
             return runs, True, failed
     return runs, False, failed
+
+
+def replay_one(
+    scenario: Scenario,
+    paths: RunPaths,
+    manifest: dict[str, object],
+    *,
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    emulate: bool,
+    check_probes: bool,
+    locust: LocustSettings | None = None,
+    resume: ResumePoint | None = None,
+) -> ReplayOutcome | None:
+    """Deploy one scenario, replay ``plan`` into ``paths``, tear down; None when it failed
+    (the failure is recorded in the manifest). Ctrl-C during deployment is an interrupted
+    outcome."""
+    opts = scenario_options(options, scenario)
+    run_plan = plan
+    if opts.cache_block_size != options.cache_block_size:
+        run_plan = prepare_theoretical(plan, opts)
+    click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
+    try:
+        with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
+            info,
+            client_ns,
+        ):
+            manifest["deployment"] = dataclasses.asdict(info)
+            manifest["links"] = info.links
+            with enter_netns(client_ns):
+                if locust is not None:  # master and workers start inside the namespace
+                    return locust.run(
+                        run_plan, opts, info.front_door, paths, manifest, label=scenario.name
+                    )
+                return run_replay(
+                    run_plan,
+                    opts,
+                    info.front_door,
+                    paths,
+                    manifest,
+                    live=LiveView(scenario.name),
+                    metrics_urls=metrics_targets(info.instances),
+                    resume=resume,
+                )
+    except KeyboardInterrupt:
+        _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
+        return ReplayOutcome(paths, 0, True, 0)
+    except UserError as exc:
+        click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
+        _record_failure(paths, manifest, str(exc), "failed")
+        return None
 
 
 def _record_failure(paths: RunPaths, manifest: dict[str, object], error: str, status: str) -> None:

@@ -126,7 +126,9 @@ class StreamAccumulator:
         if k <= 0:
             return
         prev = self._last_token_chunk_s
-        if prev is None:
+        if k == 1:
+            self._token_times.append(t)
+        elif prev is None:
             self._token_times.extend([t] * k)
         else:
             step = (t - prev) / k

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable
-
-import numpy as np
 
 try:  # orjson parses stream chunks several times faster; json is the fallback
     from orjson import JSONDecodeError as _DecodeError
@@ -63,19 +62,32 @@ def sglang_finished(chunk: object) -> bool:
 class SseReader:
     """Reads the lines of one SSE response (sans-IO) and says when to stop reading.
 
-    ``feed_line`` takes one raw line (with or without its line ending) and the clock
-    reading taken when it arrived; it returns True when the client should stop reading
-    (``[DONE]``, a server error event, a malformed chunk).
+    ``feed`` takes raw body bytes as they arrived; ``feed_line`` takes one raw line (with
+    or without its line ending). Both take the clock reading of the arrival and return
+    True when the client should stop reading (``[DONE]``, a server error event, a
+    malformed chunk).
     """
 
-    __slots__ = ("_feed", "_sglang", "acc", "done", "server_error")
+    __slots__ = ("_feed", "_partial", "_sglang", "acc", "done", "server_error")
 
     def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
         self.acc = acc
         self._sglang = sglang
         self._feed = acc.feed_sglang if sglang else acc.feed_openai
+        self._partial = b""
         self.done = False
         self.server_error: str | None = None
+
+    def feed(self, now: float, data: bytes) -> bool:
+        """Take raw body bytes (any split, lines may be cut anywhere) that arrived at ``now``.
+
+        Every complete line is read at ``now``; a line cut by the split waits for the
+        rest (its time is the time its end arrived). Returns like :meth:`feed_line`."""
+        if self._partial:
+            data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        return any(line.startswith(b"data:") and self.feed_line(now, line) for line in lines)
 
     def feed_line(self, now: float, raw: bytes) -> bool:
         if not raw.startswith(b"data:"):
@@ -112,10 +124,12 @@ def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None
             record.ttft_s = s.first_token_s - send
     record.tpot_s = s.tpot_s
     if s.itl_s.size:
-        p50, p90, p99 = np.percentile(s.itl_s, [50, 90, 99])
-        record.itl_mean_s = float(s.itl_s.mean())
-        record.itl_p50_s, record.itl_p90_s, record.itl_p99_s = float(p50), float(p90), float(p99)
-        record.itl_max_s = float(s.itl_s.max())
+        ordered = sorted(s.itl_s.tolist())  # np.percentile costs ~10x more on short lists
+        record.itl_mean_s = math.fsum(ordered) / len(ordered)
+        record.itl_p50_s = linear_percentile(ordered, 50.0)
+        record.itl_p90_s = linear_percentile(ordered, 90.0)
+        record.itl_p99_s = linear_percentile(ordered, 99.0)
+        record.itl_max_s = ordered[-1]
     record.cached_tokens_reported = s.cached_tokens_reported
     record.integrity_ok = s.integrity_ok
     if s.server_timing is not None:
@@ -126,6 +140,15 @@ def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None
         record.handoff_mode = _str_or_none(pdd.get("handoff_mode"))
         record.relay_tokens = _int_or_none(pdd.get("relay_tokens"))
         record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
+
+
+def linear_percentile(ordered: list[float], q: float) -> float:
+    """The ``q``-th percentile of sorted values, interpolated as ``numpy.percentile`` does."""
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    if lo + 1 >= len(ordered):
+        return ordered[-1]
+    return ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo)
 
 
 def fail_record(
