@@ -28,7 +28,12 @@ except ImportError:  # pragma: no cover - orjson is a dependency; keep working w
 from pddbench.harness.http1 import ConnectFailed, ExchangeTimeout, Http1Pool, StreamCut
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
 from pddbench.harness.stream import StreamAccumulator
-from pddbench.harness.stream_records import SseReader, http_error_message, settle_record
+from pddbench.harness.stream_records import (
+    DeferredSse,
+    SseReader,
+    http_error_message,
+    settle_record,
+)
 from pddbench.harness.stream_records import fail_record as _fail
 from pddbench.harness.stream_records import finish_record as _finish
 
@@ -103,6 +108,7 @@ async def stream_completion(
     """Send one request, read its stream, and fill ``record`` (also returned)."""
     acc = StreamAccumulator(expected_token_fn=expected_token_fn)
     reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
+    sink: SseReader | DeferredSse = reader if api.kind is ApiKind.SGLANG else DeferredSse(reader)
     # encode before stamping the send: client-side encoding is not the server's latency
     payload = encode_json(
         request_body(api, prompt, record.expected_output_tokens, record.request_id)
@@ -117,26 +123,35 @@ async def stream_completion(
             api.endpoint,
             payload,
             headers,
-            reader,
+            sink,
             clock,
             stall_timeout_s=api.stall_timeout_s,
             total_timeout_s=api.request_timeout_s,
         )
     except ExchangeTimeout as exc:
+        _drain(sink)
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         return _fail(record, clock, ErrorClass.TIMEOUT, f"timed out: {exc}", status=Status.TIMEOUT)
     except asyncio.CancelledError:
+        _drain(sink)
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         _fail(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
     except ConnectFailed as exc:
         return _fail(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
     except (StreamCut, OSError) as exc:
+        _drain(sink)
         _finish(record, acc.summary(record.expected_output_tokens), clock)
         return _fail(record, clock, ErrorClass.STREAM, str(exc))
     if reply.status >= 400:
         return _fail(
             record, clock, ErrorClass.HTTP, http_error_message(reply.status, reply.error_body)
         )
+    _drain(sink)
     summary = acc.summary(record.expected_output_tokens)
     return settle_record(record, reader, summary, clock, keep_token_times=api.keep_token_times)
+
+
+def _drain(sink: SseReader | DeferredSse) -> None:
+    if isinstance(sink, DeferredSse):
+        sink.drain()

@@ -170,10 +170,7 @@ async def _execute(
 ) -> tuple[int, bool]:
     skipped: list[PlannedRequest] = []
     planned_total = len(plan.requests)
-    if resume is None:
-        origin = time.monotonic()
-    else:  # continue the run's own timeline where its journal ends
-        origin = time.monotonic() - resume.elapsed_s
+    if resume is not None:
         remaining, skipped = remaining_plan(plan.requests, resume, on_error=options.on_error)
         resumes = manifest.setdefault("resumes", [])
         assert isinstance(resumes, list)
@@ -188,12 +185,6 @@ async def _execute(
             }
         )
         plan = dataclasses.replace(plan, requests=remaining)
-    anchor_clock(manifest, origin)
-    write_manifest(paths, manifest)
-    scraper = None
-    if metrics_urls:
-        scraper = MetricsScraper(metrics_urls, interval_s=METRICS_INTERVAL_S, origin=origin)
-        scraper.start()
     oracle = None
     if options.integrity_seed is not None:
         seed = options.integrity_seed
@@ -204,8 +195,24 @@ async def _execute(
     journal = Journal(paths.journal, append=resume is not None)
     for req in skipped:
         journal.append(skipped_record(req))
+    player = SessionPlayer(plan.requests, on_error=options.on_error)
+    prompt_fn = prompt_function(plan, options)
+    # the plan, the trace and the imports are long-lived: keep the collector off them, so a
+    # full collection mid-run does not stall the loop for milliseconds. Done before the
+    # clock starts: a collection of a big heap takes ~0.1 s, which would be schedule lag.
+    gc.collect()
+    gc.freeze()
+    origin = time.monotonic()
+    if resume is not None:  # continue the run's own timeline where its journal ends
+        origin -= resume.elapsed_s
+    anchor_clock(manifest, origin)
+    write_manifest(paths, manifest)
+    scraper = None
+    if metrics_urls:
+        scraper = MetricsScraper(metrics_urls, interval_s=METRICS_INTERVAL_S, origin=origin)
+        scraper.start()
     engine = AsyncioEngine(
-        SessionPlayer(plan.requests, on_error=options.on_error),
+        player,
         EngineConfig(
             base_url=base_url.rstrip("/"),
             api=options.api,
@@ -214,17 +221,13 @@ async def _execute(
             max_duration_s=options.max_duration_s,
         ),
         journal,
-        prompt_function(plan, options),
+        prompt_fn,
         oracle_fn=oracle,
         clock_origin=origin,
     )
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     interrupted = False
-    # the plan, the trace and the imports are long-lived: keep the collector off them, so a
-    # full collection mid-run does not stall the loop for milliseconds
-    gc.collect()
-    gc.freeze()
 
     def on_signal() -> None:
         nonlocal interrupted

@@ -290,3 +290,25 @@ def test_sse_reader_feed_is_split_invariant(cuts: list[int]) -> None:
     assert stopped and reader.done
     summary = acc.summary(5)
     assert summary.output_tokens == 5 and summary.chunks == 5
+
+
+def test_deferred_sse_parses_later_with_arrival_stamps_and_stops_on_done_or_error() -> None:
+    from pddbench.harness.stream_records import DeferredSse
+
+    ev = b'data: {"choices":[{"text":"error","token_ids":[%d]}]}\n\n'
+    acc = StreamAccumulator()
+    reader = SseReader(acc)
+    sink = DeferredSse(reader)
+    assert not sink.feed(1.0, ev % 0)  # a token whose text is "error": parsed, not a stop
+    assert not sink.feed(2.0, ev % 1 + b"data: [DO")
+    assert acc.chunks == 2  # the "error" bytes made it parse what it held
+    assert sink.feed(3.0, b"NE]\n\n") is False  # split marker: found only by parsing later
+    assert sink.feed(4.0, b"data: [DONE]\n\n")  # stop without parsing
+    assert acc.chunks == 2 and not reader.done
+    sink.drain()
+    assert reader.done and acc.summary(2).first_token_s == 1.0
+    acc2 = StreamAccumulator()
+    reader2 = SseReader(acc2)
+    sink2 = DeferredSse(reader2)
+    assert sink2.feed(1.0, b'data: {"error": {"message": "instance died"}}\n\n')
+    assert reader2.server_error == "instance died"
