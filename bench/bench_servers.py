@@ -7,19 +7,22 @@ Sections (run one, or ``all``)::
     .venv/bin/python bench/bench_servers.py rld-share   # 64K in / 1K out, default PDD: RLD share
     .venv/bin/python bench/bench_servers.py perf        # 43 A + 32 B cluster at 50 req/s
 
-WAN: ``handoff`` and ``rld-share`` need a slow inter-DC link. Until the harness runs the
-servers inside ``pddbench.netem`` namespaces, they put MD behind the tests' userspace TCP
-forwarder (tests/servers/slowlink.py: rate-limited, fixed delay, fair queueing, NO jitter,
-hides handshake and slow start). Those numbers are LABELLED "stand-in WAN": byte counts and
-token shares are meaningful, link timings are only indicative. ``perf`` runs on plain
-loopback (no link emulation) with real processes: one router process, one process hosting
-the 43 type-A instances (P + RLD), one hosting the 32 type-B instances (MD).
+WAN: ``handoff`` and ``rld-share`` run the ``pdd`` scenario's deployment (variants of it)
+inside its emulated topology (pddbench.netem via pddbench.harness.deploy: one namespace and
+host process per instance, the client in the ``client`` namespace; WAN 10 Gbit/s, 15 ms
++-3 ms one way, rates and KV bytes scaled by emulation_scale 1000). They need root and
+iptables/NFQUEUE, like ``pddbench replay``. ``perf`` runs on plain loopback (no link
+emulation) with real processes: one router process, one (``--procs``) hosting the 43
+type-A instances (P + RLD), one hosting the 32 type-B instances (MD); the worker hosts run
+under SCHED_FIFO (``--realtime``, 0 to disable) so that their timers are not queued behind
+the router and the load generator on this 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -30,9 +33,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -47,11 +51,10 @@ from pddbench.servers.compute import (  # noqa: E402
     kv_capacity_tokens,
     prefill_seconds,
 )
-from pddbench.servers.config import DeploymentConfig, load_deployment  # noqa: E402
-from pddbench.servers.host import Host, run_loop  # noqa: E402
+from pddbench.servers.host import run_loop  # noqa: E402
 from tests.servers.helpers import free_port_block  # noqa: E402
-from tests.servers.slowlink import SlowLink, WanLink  # noqa: E402
 
+T = TypeVar("T")
 FLAGSHIP = "pdd-flagship-1t"
 KVB = 46490
 
@@ -170,75 +173,78 @@ def tokens_json(ids: list[int]) -> str:
 
 
 # -- handoff micro-benchmark -------------------------------------------------------------------
-def _pdd_spec(**over: Any) -> dict[str, Any]:
-    dep = load_deployment("pdd").with_addresses(
-        {i.id: "127.0.0.1:0" for i in load_deployment("pdd").instances}
-    )
-    d = dep.model_dump(mode="json")
+def run_emulated(
+    deployment: dict[str, Any],
+    client: Callable[[str], Coroutine[Any, Any, T]],
+    *,
+    wan: dict[str, Any] | None = None,
+) -> T:
+    """Deploy ``deployment`` (a variant of the ``pdd`` scenario's) inside the scenario's
+    emulated topology (pddbench.netem: one namespace per instance, the WAN link with its
+    rate, delay and jitter; KV bytes and link rates scaled by ``emulation_scale``), run
+    ``client(front_door)`` from the ``client`` namespace, tear everything down."""
+    from pddbench.harness.deploy import deploy, enter_netns
+    from pddbench.harness.rundir import RunPaths
+    from pddbench.harness.scenario import load_scenario
+
+    base = load_scenario("pdd")
+    network = json.loads(json.dumps(base.network))
+    if wan:
+        network["links"][0].update(wan)
+    scenario = base.model_copy(update={"deployment": deployment, "network": network})
+    root = Path(tempfile.mkdtemp(prefix="pddbench-bench-"))
+    paths = RunPaths(root)
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    with deploy(scenario, paths, probe=False) as (info, ns), enter_netns(ns):
+        return run_loop(client(info.front_door))
+
+
+def emulated_pdd(**over: Any) -> dict[str, Any]:
+    """The ``pdd`` scenario's deployment with some sections overridden."""
+    from pddbench.harness.scenario import load_scenario
+
+    dep = json.loads(json.dumps(load_scenario("pdd").deployment))
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(d.get(k), dict):
-            d[k].update(v)
+        if isinstance(v, dict) and isinstance(dep.get(k), dict):
+            dep[k].update(v)
         else:
-            d[k] = v
-    return d
+            dep[k] = v
+    return dep
 
 
-async def _with_wan(spec: dict[str, Any], rate: float, delay: float):  # type: ignore[no-untyped-def]
-    """Start ``spec`` in-process with every main-decode behind ONE shared stand-in WAN link
-    (one inter-DC line: everything to DC B shares it)."""
-    links = []
-    wan = WanLink(rate, delay)
-    for inst in spec["instances"]:
-        if inst["role"] == "main-decode":
-            port = free_port_block(1)
-            inst["listen"] = f"127.0.0.1:{port}"
-            link = SlowLink(f"127.0.0.1:{port}", wan=wan)
-            inst["address"] = await link.start()
-            links.append(link)
-    host = Host(DeploymentConfig.model_validate(spec))
-    await host.start()
-    return host, links
-
-
-def bench_handoff(n: int) -> None:
-    print("== 100-token handoff micro-benchmark (E7): stand-in WAN, 10 Gbps scaled, 15 ms ==")
-    scale = 1e-3
-    rate = 10e9 / 8 * scale
+def bench_handoff(n: int, jitter_ms: float | None) -> None:
+    print(
+        "== 100-token handoff micro-benchmark (E7): emulated topology of the pdd scenario "
+        "(netem), WAN 10 Gbit/s 15 ms one way, jitter "
+        f"{'as the scenario (+-3 ms uniform)' if jitter_ms is None else f'+-{jitter_ms:g} ms'}, "
+        "emulation_scale 1000 =="
+    )
     # MD must land ~100 RLD decode steps (~13.5 ms each) after RLD: 1.35 s of WAN at
     # 10 Gbps = 1.7 GB of suffix KV = ~36K uncached tokens.
+    wan = None if jitter_ms is None else {"jitter_ms": jitter_ms}
+    lats: dict[str, list[float]] = {}
     for transfer in ("kv", "extend"):
-        spec = _pdd_spec(
-            byte_scale=scale,
+        dep = emulated_pdd(
             routing={"pipeline_policy": "always-relay"},
             handoff={"schedule": "one-shot", "transfer": transfer},
         )
 
-        async def run(
-            spec: dict[str, Any] = spec, transfer: str = transfer
-        ) -> list[dict[str, Any]]:
-            host, links = await _with_wan(spec, rate, 0.015)
+        async def run(url: str, transfer: str = transfer) -> list[dict[str, Any]]:
             out = []
-            try:
-                async with aiohttp.ClientSession() as http:
-                    rng = random.Random(7)
-                    for k in range(n):
-                        prompt = [rng.randrange(1, 150000) for _ in range(36000)]
-                        o = await stream_request(
-                            http,
-                            host.front_door,
-                            body_bytes(tokens_json(prompt), 160),
-                            f"h{transfer}{k}",
-                            160,
-                        )
-                        if o.ok and o.pdd and o.pdd["handoff"] and o.pdd["handoff"]["seam"]:
-                            out.append(o.pdd["handoff"])
-            finally:
-                await host.stop()
-                for link in links:
-                    await link.stop()
+            async with aiohttp.ClientSession() as http:
+                rng = random.Random(7)
+                for k in range(n):
+                    prompt = [rng.randrange(1, 150000) for _ in range(36000)]
+                    o = await stream_request(
+                        http, url, body_bytes(tokens_json(prompt), 160), f"h{transfer}{k}", 160
+                    )
+                    if o.ok and o.pdd and o.pdd["handoff"] and o.pdd["handoff"]["seam"]:
+                        out.append(o.pdd["handoff"])
+                    elif not o.ok:
+                        print(f"  request failed: {o.error}")
             return out
 
-        hs = asyncio.run(run())
+        hs = run_emulated(dep, run, wan=wan)
         if not hs:
             print(f"{transfer}: no completed handoff")
             continue
@@ -246,21 +252,26 @@ def bench_handoff(n: int) -> None:
         payload = [h["modelled_payload_bytes"] for h in hs]
         real = [h["payload_bytes"] for h in hs]
         lat = [(h["end"] - h["start"]) * 1e3 for h in hs]
+        lats[transfer] = lat
         per100 = [p / max(t, 1) * 100 for p, t in zip(payload, toks, strict=True)]
         label = "KV handoff    " if transfer == "kv" else "Extend-Decode "
         print(
             f"{label} n={len(hs)} tokens handed over mean {statistics.mean(toks):.0f} "
             f"(min {min(toks)}, max {max(toks)}) | payload per 100 tokens (modelled) "
             f"{statistics.mean(per100) / 1e3:8.1f} KB | on the wire "
-            f"{statistics.mean(real) / 1e3:6.1f} KB"
+            f"{statistics.mean(real) / 1e3:6.2f} KB (scaled 1/1000)"
         )
         print(
-            f"{'':14s} send->applied (stand-in WAN): mean {statistics.mean(lat):6.1f} ms, "
-            f"std {statistics.pstdev(lat):5.1f} ms, max {max(lat):6.1f} ms"
+            f"{'':14s} handoff latency send->applied: mean {statistics.mean(lat):6.1f} ms, "
+            f"std {statistics.pstdev(lat):5.1f} ms, p50 {pct(lat, 50):6.1f} ms, "
+            f"p99 {pct(lat, 99):6.1f} ms, max {max(lat):6.1f} ms"
         )
+    if len(lats) == 2:
+        kv, ext = (statistics.pstdev(lats[k]) for k in ("kv", "extend"))
+        print(f"std ratio KV / Extend-Decode: {kv / ext if ext else float('inf'):.1f}x")
     print(
         "(PDD report: KV 4,649 KB / 185 ms mean / 512.6 ms peak; Extend-Decode 1.5 KB / "
-        "305 ms mean / std 4.8 ms — timings need netem with jitter and cross traffic)"
+        "305 ms mean / std 4.8 ms)"
     )
 
 
@@ -298,11 +309,10 @@ def draw_hit(rng: random.Random) -> float:
 def bench_rld_share(requests: int, rate: float) -> None:
     print("== RLD share of output tokens, 64K in / 1K out, default PDD config (E6) ==")
     print(
-        "   stand-in WAN (one shared line to DC B): 10 Gbps x byte_scale, 15 ms one way; "
-        "4 P, 2 RLD, 4 MD"
+        "   emulated topology of the pdd scenario (netem): WAN 10 Gbit/s, 15 ms +-3 ms one "
+        "way, emulation_scale 1000; 4 P, 2 RLD, 4 MD; default routing and handoff"
     )
-    scale = 1e-3
-    spec = _pdd_spec(byte_scale=scale)
+    spec = emulated_pdd()
     base = [i for i in spec["instances"]]
     p = next(i for i in base if i["role"] == "prefill")
     rld = next(i for i in base if i["role"] == "relay-decode")
@@ -318,42 +328,35 @@ def bench_rld_share(requests: int, rate: float) -> None:
     rng = random.Random(11)
     contexts = [[rng.randrange(1, 150000) for _ in range(ctx_len)] for _ in range(8)]
 
-    async def run() -> tuple[list[Outcome], float]:
-        host, links = await _with_wan(spec, 10e9 / 8 * scale, 0.015)
-        try:
-            conn = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=conn) as http:
-                url = host.front_door
-                warm = [
-                    stream_request(http, url, body_bytes(tokens_json(c), 1), f"warm{k}", 1)
-                    for k, c in enumerate(contexts)
-                ]
-                await asyncio.gather(*warm)
-                await wan_idle(http, url)  # the contexts' KV has landed on the MDs
-                tasks = []
-                t0 = time.monotonic()
-                for k in range(requests):
-                    hit = draw_hit(rng)
-                    ctx = contexts[rng.randrange(len(contexts))]
-                    keep = int(hit * ctx_len)
-                    prompt = ctx[:keep] + [rng.randrange(1, 150000) for _ in range(ctx_len - keep)]
-                    due = t0 + k / rate
-                    await asyncio.sleep(max(0.0, due - time.monotonic()))
-                    tasks.append(
-                        asyncio.create_task(
-                            stream_request(
-                                http, url, body_bytes(tokens_json(prompt), 1024), f"r{k}", 1024
-                            )
+    async def run(url: str) -> tuple[list[Outcome], float]:
+        conn = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=conn) as http:
+            warm = [
+                stream_request(http, url, body_bytes(tokens_json(c), 1), f"warm{k}", 1)
+                for k, c in enumerate(contexts)
+            ]
+            await asyncio.gather(*warm)
+            await wan_idle(http, url)  # the contexts' KV has landed on the MDs
+            tasks = []
+            t0 = time.monotonic()
+            for k in range(requests):
+                hit = draw_hit(rng)
+                ctx = contexts[rng.randrange(len(contexts))]
+                keep = int(hit * ctx_len)
+                prompt = ctx[:keep] + [rng.randrange(1, 150000) for _ in range(ctx_len - keep)]
+                due = t0 + k / rate
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                tasks.append(
+                    asyncio.create_task(
+                        stream_request(
+                            http, url, body_bytes(tokens_json(prompt), 1024), f"r{k}", 1024
                         )
                     )
-                outs = await asyncio.gather(*tasks)
-                return outs, time.monotonic() - t0
-        finally:
-            await host.stop()
-            for link in links:
-                await link.stop()
+                )
+            outs = await asyncio.gather(*tasks)
+            return outs, time.monotonic() - t0
 
-    outs, wall = asyncio.run(run())
+    outs, wall = run_emulated(spec, run)
     ok = [o for o in outs if o.ok and o.pdd]
     relay = sum(o.pdd["relay_tokens"] for o in ok)  # type: ignore[index]
     total = sum(o.tokens for o in ok)
@@ -424,18 +427,28 @@ class Session:
     outcomes: list[Outcome] = field(default_factory=list)
 
 
+def _runq_wait_s(pid: int) -> float:
+    """Seconds the process's threads spent runnable but waiting for a CPU (schedstat)."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += int((task / "schedstat").read_text().split()[1]) / 1e9
+    return total
+
+
 def _cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _start_host(
-    tmp: Path, name: str, dep: dict[str, Any], serve: list[str]
+    tmp: Path, name: str, dep: dict[str, Any], serve: list[str], realtime: int | None = None
 ) -> subprocess.Popen[str]:
     cfg = tmp / f"{name}.json"
     cfg.write_text(json.dumps({"deployment": dep, "serve": serve}))
+    rt = [] if realtime is None else ["--realtime", str(realtime)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pddbench.servers.host", "--config", str(cfg)],
+        [sys.executable, "-m", "pddbench.servers.host", "--config", str(cfg), *rt],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -505,10 +518,22 @@ def _phases(ok: list[Outcome]) -> str:
     return "; ".join(parts)
 
 
-def bench_perf(rate: float, seconds: float, n_p: int, n_rld: int, n_md: int, ramp: float) -> None:
+def bench_perf(
+    rate: float,
+    seconds: float,
+    n_p: int,
+    n_rld: int,
+    n_md: int,
+    ramp: float,
+    procs_a: int = 1,
+    procs_b: int = 1,
+    rt: int | None = None,
+) -> None:
     print(
         f"== perf: {n_p} P + {n_rld} RLD (h800 x16) + {n_md} MD (h20 x16), {rate:g} req/s "
-        f"agentic, {ramp:g} s ramp then {seconds:g} s measured (loopback, real processes) =="
+        f"agentic, {ramp:g} s ramp then {seconds:g} s measured (loopback, real processes: "
+        f"1 router, {procs_a} hosting A, {procs_b} hosting B; worker hosts "
+        f"{'SCHED_FIFO ' + str(rt) if rt else 'normal priority'}) =="
     )
     import numpy as np
 
@@ -516,11 +541,11 @@ def bench_perf(rate: float, seconds: float, n_p: int, n_rld: int, n_md: int, ram
     dep = perf_deployment(base, n_p, n_rld, n_md)
     ids = [i["id"] for i in dep["instances"]]
     tmp = Path(tempfile.mkdtemp(prefix="pddbench-perf-"))
-    procs = [
-        _start_host(tmp, "router", dep, ["router"]),
-        _start_host(tmp, "a", dep, [i for i in ids if i.startswith(("p", "rld"))]),
-        _start_host(tmp, "b", dep, [i for i in ids if i.startswith("md")]),
-    ]
+    a_ids = [i for i in ids if i.startswith(("p", "rld"))]
+    b_ids = [i for i in ids if i.startswith("md")]
+    procs = [_start_host(tmp, "router", dep, ["router"])]
+    procs += [_start_host(tmp, f"a{k}", dep, a_ids[k::procs_a], rt) for k in range(procs_a)]
+    procs += [_start_host(tmp, f"b{k}", dep, b_ids[k::procs_b], rt) for k in range(procs_b)]
     rng = random.Random(5)
     nrng = np.random.default_rng(5)
     system = ",".join(map(str, nrng.integers(1, 150000, 8192).tolist()))
@@ -578,10 +603,13 @@ def bench_perf(rate: float, seconds: float, n_p: int, n_rld: int, n_md: int, ram
     import resource
 
     cpu0 = [_cpu_s(p.pid) for p in procs]
+    wait0 = [_runq_wait_s(p.pid) for p in procs]
     me0 = resource.getrusage(resource.RUSAGE_SELF)
     try:
         outs, sent_wall, before, after = run_loop(run())
-        cpu = [_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
+        per = [_cpu_s(p.pid) - c for p, c in zip(procs, cpu0, strict=True)]
+        waits = [_runq_wait_s(p.pid) - w for p, w in zip(procs, wait0, strict=True)]
+        cpu = [per[0], sum(per[1 : 1 + procs_a]), sum(per[1 + procs_a :])]
         me1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu.append(me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime)
     finally:
@@ -623,6 +651,10 @@ def bench_perf(rate: float, seconds: float, n_p: int, n_rld: int, n_md: int, ram
             f"{n} {c:.1f}" for n, c in zip(("router", "A", "B", "client"), cpu, strict=True)
         )
     )
+    print(
+        "waiting for a CPU while runnable (run queue, s): router "
+        f"{waits[0]:.1f}, A {sum(waits[1 : 1 + procs_a]):.1f}, B {sum(waits[1 + procs_a :]):.1f}"
+    )
     diff = {a: [ln for ln in after[a]] for a in after}
 
     def hist(addr: str, name: str) -> dict[float, float]:
@@ -637,7 +669,16 @@ def bench_perf(rate: float, seconds: float, n_p: int, n_rld: int, n_md: int, ram
         f"scheduler lag (measured window) over {n:.0f} steps: p50 {_p_from_buckets(sched, 0.5)}, "
         f"p99 {_p_from_buckets(sched, 0.99)}, {within5:.2f}% within 5 ms"
     )
-    for name, first in (("router", "router"), ("A", "p0"), ("B", "md0")):
+    for name, prefixes in (("A", ("p", "rld")), ("B", ("md",))):
+        ads = [i["address"] for i in dep["instances"] if i["id"].startswith(prefixes)]
+        h = _sum_hists([hist(a, "pdd_scheduler_lag_seconds") for a in ads])
+        n_h = h.get(float("inf"), 0)
+        print(
+            f"  scheduler lag, {name} instances: p99 {_p_from_buckets(h, 0.99)}, "
+            f"{h.get(0.005, 0) / n_h * 100 if n_h else float('nan'):.2f}% within 5 ms, "
+            f"{h.get(0.002, 0) / n_h * 100 if n_h else float('nan'):.2f}% within 2 ms"
+        )
+    for name, first in (("router", "router"), ("A", a_ids[0]), ("B", b_ids[0])):
         a = next(x["address"] for x in dep["instances"] if x["id"] == first)
         h = hist(a, "pdd_event_loop_lag_seconds")
         print(
@@ -655,16 +696,37 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10, help="handoffs per mode (handoff section)")
     ap.add_argument("--cluster", default="35,8,32", help="P,RLD,MD counts (perf section)")
     ap.add_argument("--ramp", type=float, default=20.0, help="perf: seconds of rising load first")
+    ap.add_argument(
+        "--jitter-ms", type=float, default=None, help="handoff: WAN jitter (default: scenario's)"
+    )
+    ap.add_argument("--procs", default="1,1", help="perf: host processes for the A and B instances")
+    ap.add_argument(
+        "--realtime",
+        type=int,
+        default=10,
+        help="perf: SCHED_FIFO priority of the worker hosts (0: normal priority)",
+    )
     a = ap.parse_args()
     if a.section in ("compute", "all"):
         bench_compute()
     if a.section in ("handoff", "all"):
-        bench_handoff(a.n)
+        bench_handoff(a.n, a.jitter_ms)
     if a.section in ("rld-share", "all"):
         bench_rld_share(a.requests, a.rate or 1.5)
     if a.section in ("perf", "all"):
         n_p, n_rld, n_md = (int(x) for x in a.cluster.split(","))
-        bench_perf(a.rate or 50.0, a.seconds, n_p, n_rld, n_md, a.ramp)
+        procs_a, procs_b = (int(x) for x in a.procs.split(","))
+        bench_perf(
+            a.rate or 50.0,
+            a.seconds,
+            n_p,
+            n_rld,
+            n_md,
+            a.ramp,
+            procs_a,
+            procs_b,
+            a.realtime or None,
+        )
 
 
 if __name__ == "__main__":

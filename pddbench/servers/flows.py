@@ -14,6 +14,7 @@ the router (:mod:`~pddbench.servers.router`) owns the HTTP front door and shared
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,16 @@ from pddbench.servers.story import RequestStory
 
 if TYPE_CHECKING:
     from pddbench.servers.router import Router
+
+try:  # optional: the internal request bodies carry a prompt's block hashes
+    from orjson import dumps as _dumps
+except ImportError:  # pragma: no cover
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+
+_JSON = {"Content-Type": "application/json"}
 
 
 class RequestFailed(Exception):
@@ -259,7 +270,9 @@ class Flow:
         self, label: str, inst: InstanceConfig, path: str, body: dict[str, Any]
     ) -> None:
         try:
-            async with self.r.http.post(f"http://{inst.address}{path}", json=body) as resp:
+            async with self.r.http.post(
+                f"http://{inst.address}{path}", data=_dumps(body), headers=_JSON
+            ) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:300]
                     failure = _Failure(f"{inst.id} refused the request: HTTP {resp.status} {text}")

@@ -3,7 +3,7 @@
 Owns starting and stopping instances (workers and/or the router) on their addresses, the
 process's clock anchor and loop-lag probe, and the process entry point::
 
-    python -m pddbench.servers.host --config CONFIG.json
+    python -m pddbench.servers.host --config CONFIG.json [--realtime PRIO]
 
 ``CONFIG.json`` is either a deployment (see :mod:`~pddbench.servers.config`) — every
 instance is hosted — or ``{"deployment": {...}, "serve": ["p0", "md1", ...]}`` to host only
@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from pddbench.errors import UserError
 from pddbench.servers.clock import ClockAnchor, LoopLagMonitor
 from pddbench.servers.config import DeploymentConfig, Role, parse_deployment
+from pddbench.servers.gcpolicy import QuietGc
 from pddbench.servers.instance import ProcessContext, WorkerInstance
 from pddbench.servers.router import Router
 
@@ -70,6 +71,12 @@ class Host:
             raise UserError(f"cannot listen: {exc.strerror or exc}") from None
         return self.addresses
 
+    def idle(self) -> bool:
+        """No request in flight on any hosted instance or router."""
+        if self.router is not None and self.router.flows:
+            return False
+        return not any(w.jobs for w in self.workers)
+
     @property
     def front_door(self) -> str | None:
         return None if self.router is None else f"http://{self.router.address}"
@@ -83,11 +90,17 @@ class Host:
 
 
 async def run_until_signal(host: Host, announce: bool = True) -> None:
+    """Process entry: start ``host``, announce it, serve until SIGINT/SIGTERM.
+
+    Owns the process, so it also sets the process's GC policy (:mod:`.gcpolicy`).
+    """
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     addresses = await host.start()
+    quiet_gc = QuietGc(host.idle)
+    quiet_gc.start()
     if announce:
         for inst in host.dep.instances:
             if inst.id in addresses:
@@ -98,6 +111,7 @@ async def run_until_signal(host: Host, announce: bool = True) -> None:
     try:
         await stop.wait()
     finally:
+        quiet_gc.stop()
         await host.stop()
 
 
@@ -134,12 +148,41 @@ def load_host_config(path: Path) -> tuple[DeploymentConfig, list[str] | None]:
     return parse_deployment(data, str(path)), serve
 
 
+def set_realtime(priority: int) -> str | None:
+    """Run this process under SCHED_FIFO ``priority`` (1-99); None, or why it could not.
+
+    For processes hosting worker instances on a machine shared with the router and the
+    load generator: their timers must fire on time (modelled GPU time), and under the
+    default policy they wait in the run queue behind CPU-bound neighbours (measured on the
+    2-core perf cluster: A and B hosts waited 15-19 s for a CPU over a 45 s run, scheduler
+    lag p99 20-50 ms; with SCHED_FIFO 0.1 s and <= 2 ms). They sleep most of the time, so
+    they take little from the others; the kernel's RT throttling bounds the rest.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (PermissionError, OSError, AttributeError) as exc:
+        return f"cannot use SCHED_FIFO {priority}: {exc}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pddbench.servers.host", description=__doc__)
     ap.add_argument("--config", required=True, type=Path, help="host config JSON")
+    ap.add_argument(
+        "--realtime",
+        type=int,
+        default=None,
+        metavar="PRIO",
+        help="run under SCHED_FIFO PRIO (1-99): worker hosts on a busy machine (needs root)",
+    )
     args = ap.parse_args(argv)
+    if args.realtime is not None and not 1 <= args.realtime <= 99:
+        print("pddbench-host: --realtime must be between 1 and 99", file=sys.stderr)
+        return 2
     try:
         dep, serve = load_host_config(args.config)
+        if args.realtime is not None and (why := set_realtime(args.realtime)):
+            print(f"pddbench-host: warning: {why}; running at normal priority", file=sys.stderr)
         run_loop(run_until_signal(Host(dep, serve)))
     except UserError as exc:
         print(f"pddbench-host: {exc}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """Pure parts of the Locust engine: sharding, clock offsets, CPU verdicts, job serialisation,
-and the shared SSE/record logic (no sockets, no gevent)."""
+HTTP response framing and the shared SSE/record logic (no sockets, no gevent)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pddbench.harness.client import ApiConfig, ApiKind
+from pddbench.harness.framing import FramingError, ResponseFramer
 from pddbench.harness.locust_engine.clock_sync import ClockSample, estimate
 from pddbench.harness.locust_engine.cpu import cpu_verdict
 from pddbench.harness.locust_engine.job import (
@@ -295,3 +296,55 @@ def test_judge_run_complete_incomplete_suspect() -> None:
     ]
     assert judge(stopped, interrupted=True).incomplete == []
     assert any("stopped before" in r for r in judge(stopped).incomplete)
+
+
+# ------------------------------------------------------------ HTTP framing
+
+
+def _chunked(payloads: list[bytes]) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads) + b"0\r\n\r\n"
+
+
+_SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=12))
+def test_framer_yields_the_body_whatever_the_read_boundaries(cuts: list[int]) -> None:
+    payloads = [b'data: {"i": %d}\n\n' % i for i in range(20)]
+    wire = _SSE_HEAD + _chunked(payloads)
+    framer = ResponseFramer()
+    body, pos, k = b"", 0, 0
+    while pos < len(wire):  # the wire cut into reads of the drawn sizes, cycling
+        n = cuts[k % len(cuts)]
+        body += framer.feed(wire[pos : pos + n])
+        pos, k = pos + n, k + 1
+        assert framer.complete == (pos >= len(wire))
+    assert body == b"".join(payloads)
+    assert framer.status == 200 and framer.keep_alive
+
+
+def test_framer_content_length_close_delimited_and_errors() -> None:
+    f = ResponseFramer()
+    assert f.feed(b"HTTP/1.1 400 Bad\r\nContent-Length: 5\r\n\r\nab") == b"ab"
+    assert (f.status, f.complete) == (400, False)
+    assert f.feed(b"cdeXX") == b"cde" and f.complete  # bytes past the message are not ours
+    f = ResponseFramer()  # interim 100 Continue, then a close-delimited body
+    head = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\n"
+    assert f.feed(head + b"xy") == b"xy" and not f.keep_alive
+    assert not f.complete and f.eof() and f.complete
+    f = ResponseFramer()  # a cut chunked stream is not complete at EOF
+    assert f.feed(_SSE_HEAD + b"5\r\nab") == b"ab"
+    assert not f.eof()
+    f = ResponseFramer()
+    assert f.feed(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n") == b""
+    assert f.complete and not f.keep_alive
+    for bad in (
+        b"garbage\r\n\r\n",
+        _SSE_HEAD + b"zz\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+    ):
+        with pytest.raises(FramingError):
+            ResponseFramer().feed(bad)

@@ -72,3 +72,16 @@ def test_host_entry_point_refuses_bad_config(tmp_path) -> None:  # type: ignore[
     )
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "invalid deployment" in r.stderr
+
+
+def test_host_entry_point_refuses_bad_realtime_priority(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "unused.json"
+    cfg.write_text("{}")
+    r = subprocess.run(
+        [sys.executable, "-m", "pddbench.servers.host", "--config", str(cfg), "--realtime", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip() == "pddbench-host: --realtime must be between 1 and 99"

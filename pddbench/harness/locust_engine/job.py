@@ -67,7 +67,7 @@ class JobSpec:
     start_lead_s: float = 0.5  # go message → first send, so every worker starts together
     batch_interval_s: float = 0.2  # workers ship records at least this often
     stop_grace_s: float = 15.0  # after a stop: wait this long for workers' last records
-    itl_events_per_request: int = 32  # live view only: ITL samples per request
+    itl_events_per_request: int = 8  # live view only: ITL samples per request
     cpu_threshold: float = 0.9
     label: str = ""
 

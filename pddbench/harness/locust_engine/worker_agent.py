@@ -19,6 +19,7 @@ does) or how a stream is read (gclient and stream_records do).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import socket
@@ -43,6 +44,7 @@ from pddbench.harness.locust_engine.job import (
     table_from_chunks,
     worker_plan,
 )
+from pddbench.harness.locust_engine.waker import PreciseWaker
 from pddbench.harness.player import PlannedRequest, SessionPlayer
 from pddbench.harness.records import ErrorClass, RequestRecord, Status
 from pddbench.harness.replay import ReplayOptions, ReplayPlan, prompt_function
@@ -67,7 +69,7 @@ class ShardDriver:
         fire_request: Callable[..., None] | None = None,
         *,
         batch_interval_s: float = 0.2,
-        itl_events_per_request: int = 32,
+        itl_events_per_request: int = 8,
     ):
         self.plan = plan
         self.options = options
@@ -79,6 +81,7 @@ class ShardDriver:
         self.fire = fire_request
         self.batch_interval_s = batch_interval_s
         self.itl_events = itl_events_per_request
+        self._itl_picks: dict[int, np.ndarray] = {}  # stream length -> sampled positions
         self.origin = time.monotonic()
         self.outbox: list[list[object]] = []
         self.cpu_fractions: list[float] = []
@@ -117,6 +120,7 @@ class ShardDriver:
                 self._close(record)
             for req in self.player.skipped:
                 self.outbox.append(record_row(skipped_record(req)))
+            self.http.close()
             self._stop_shipping.set()  # never kill it: a batch cut mid-send would be lost
             shipper.join()
             self._read_cpu(meter)
@@ -141,25 +145,30 @@ class ShardDriver:
     def _drive(self) -> None:
         player, wake = self.player, self._wake
         deadline = self.options.max_duration_s
-        while not player.done and not self.cancelled:
-            now = self.clock()
-            if deadline is not None and now >= deadline:
-                self.stopped_at_s = now  # duration cap: nothing new, in-flight ones finish
-                break
-            for due in player.pop_due(now):
-                record = record_for(due, self.plan.theoretical_cached)
-                self._open[record.request_id] = record
-                self._requests.spawn(self._one, due.request, record)
-            nxt = player.next_due_s()
-            if deadline is not None:
-                nxt = deadline if nxt is None else min(nxt, deadline)
-            wake.clear()
-            if nxt is None:
-                wake.wait()
-                continue
-            delay = nxt - self.clock()
-            if delay > 0:
-                wake.wait(delay)
+        waker = PreciseWaker(wake.set)  # libev's own timers wake up to 1.5 ms late
+        try:
+            while not player.done and not self.cancelled:
+                now = self.clock()
+                if deadline is not None and now >= deadline:
+                    self.stopped_at_s = now  # duration cap: nothing new, in-flight ones finish
+                    break
+                for due in player.pop_due(now):
+                    record = record_for(due, self.plan.theoretical_cached)
+                    self._open[record.request_id] = record
+                    self._requests.spawn(self._one, due.request, record)
+                nxt = player.next_due_s()
+                if deadline is not None:
+                    nxt = deadline if nxt is None else min(nxt, deadline)
+                wake.clear()
+                if nxt is None:
+                    wake.wait()
+                    continue
+                delay = nxt - self.clock()
+                if delay > 0:
+                    waker.wake_at(self.origin + nxt)
+                    wake.wait(delay + 0.05)  # the gevent timer only as a backstop
+        finally:
+            waker.close()
         while self._open and not self.cancelled:  # in flight; every completion wakes us
             wake.clear()
             wake.wait()
@@ -175,7 +184,6 @@ class ShardDriver:
             try:
                 stream_completion(
                     self.http,
-                    self.path,
                     self.options.api,
                     record,
                     prompt,
@@ -279,7 +287,11 @@ class ShardDriver:
                 )
         if itl is not None and itl.size:
             if itl.size > self.itl_events:  # live view only: evenly spaced samples
-                itl = itl[np.linspace(0, itl.size - 1, self.itl_events).astype(np.int64)]
+                picks = self._itl_picks.get(itl.size)
+                if picks is None:
+                    picks = np.linspace(0, itl.size - 1, self.itl_events).astype(np.int64)
+                    self._itl_picks[itl.size] = picks
+                itl = itl[picks]
             for v in (itl * 1000).tolist():
                 fire(
                     request_type="LLM",
@@ -359,6 +371,11 @@ class WorkerAgent:
             log.exception("cannot prepare the shard")
             self._send(P.ERROR, {"message": f"cannot prepare the shard: {exc!r}"})
             return
+        # Everything allocated so far (modules, Locust, the shard) lives for the whole run:
+        # moved out of the collector's generations, a full collection mid-run no longer
+        # walks it (that walk was a schedule-lag spike of several ms).
+        gc.collect()
+        gc.freeze()
         self._send(
             P.READY,
             {
