@@ -7,7 +7,8 @@ SSE events of one token each (the deterministic reference tokens of
 :mod:`pddbench.tokens`, so the client's integrity check still runs), then a final chunk
 with ``usage`` and a ``pdd.times`` object holding the server's own monotonic stamps
 (``arrival``: the request's last byte read; ``first_token``: just before the first token
-was written), then ``data: [DONE]``.
+was written), then ``data: [DONE]``. A text prompt is accepted too (its length counted in
+words), so that ``vllm bench serve`` can run against the same server.
 
 Why not aiohttp: a client benchmark on a 2-core machine measures the client only if the
 server leaves it a core. This server is an ``asyncio.Protocol`` on uvloop that parses
@@ -105,8 +106,10 @@ class ZeroProtocol(asyncio.Protocol):
             req = orjson.loads(body)
             prompt = req["prompt"]
             n = int(req["max_tokens"])
+            if isinstance(prompt, str):  # text (e.g. `vllm bench serve`): no tokenizer here
+                prompt = prompt.split()
             if not isinstance(prompt, list):
-                raise ValueError("prompt must be a list of token ids")
+                raise ValueError("prompt must be a list of token ids or a text")
         except (ValueError, KeyError, TypeError) as exc:
             assert self.transport is not None
             self.transport.write(error_response(400, str(exc)))
