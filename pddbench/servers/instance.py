@@ -72,7 +72,18 @@ class Job:
     peer_address: str | None = None
     peer_instance: str | None = None
     main: MainHandoff | None = None
-    ack: asyncio.Future[int] | None = None
+    # MD: handoff messages waiting for their acknowledgement. Usually one, but a relay that
+    # finishes the whole request sends its `finished` batch while the previous batch is
+    # still being applied; each waiting message gets its own future (one shared slot was
+    # overwritten, and the first message's handler then waited forever).
+    acks: list[asyncio.Future[int]] = field(default_factory=list)
+
+    def acknowledge(self, level: int) -> None:
+        """Answer every waiting handoff message with MD's ``level``."""
+        for fut in self.acks:
+            if not fut.done():
+                fut.set_result(level)
+        self.acks.clear()
     kv_landed: bool = False
 
     def event(self, ev: str, **fields: object) -> None:
@@ -438,6 +449,8 @@ class WorkerInstance(HandoffEndpoints):
     def _finish(self, job: Job, reason: str, *, emitted: int | None = None) -> None:
         job.event("done", reason=reason, t=time.monotonic(), emitted=emitted)
         job.close()
+        if job.acks:  # MD finished while handoff messages wait: answer them, do not strand
+            job.acknowledge(job.main.level if job.main is not None else 0)
         if self.role is Role.PREFILL:
             self.engine.release(job.rid)
             self.driver.kick()
@@ -464,6 +477,8 @@ class WorkerInstance(HandoffEndpoints):
         for t in job.tasks:
             if not t.done() and t is not asyncio.current_task():
                 t.cancel()
-        if job.ack is not None and not job.ack.done():
-            job.ack.cancel()
+        for fut in job.acks:
+            if not fut.done():
+                fut.cancel()
+        job.acks.clear()
         self.driver.kick()

@@ -174,9 +174,10 @@ class HandoffEndpoints(_Base):
         if action is None:  # finished on RLD before MD's KV landed: retire on landing
             return web.json_response({"level": msg.end, "queued": True})
         loop = asyncio.get_running_loop()
-        job.ack = loop.create_future()
+        ack: asyncio.Future[int] = loop.create_future()
+        job.acks.append(ack)
         self._main_act(job, action)
-        level = await job.ack
+        level = await ack
         return web.json_response({"level": level, "t_recv": t_recv, "t_applied": time.monotonic()})
 
     def _main_act(self, job: Job, action: object) -> None:
@@ -186,14 +187,13 @@ class HandoffEndpoints(_Base):
         if isinstance(action, NotifyReady):
             if action.level == 0:
                 job.tasks.append(asyncio.create_task(self._notify_ready(job)))
-            elif job.ack is not None and not job.ack.done():
-                job.ack.set_result(action.level)
+            else:
+                job.acknowledge(action.level)
         elif isinstance(action, Retire):
             job.released = True
             self.engine.release(job.rid)
             self._finish(job, "finished-on-relay")
-            if job.ack is not None and not job.ack.done():
-                job.ack.set_result(main.level)
+            job.acknowledge(main.level)
             self.driver.kick()
         elif isinstance(action, Extend):
             self._dispatch(self.engine.extend(job.rid, action.k, action.final, now))
@@ -210,8 +210,8 @@ class HandoffEndpoints(_Base):
         nxt = job.main.applied(level)
         if nxt is not None:
             self._main_act(job, nxt)
-        elif job.ack is not None and not job.ack.done():
-            job.ack.set_result(level)
+        else:
+            job.acknowledge(level)
 
     async def _notify_ready(self, job: Job) -> None:
         assert self.http is not None
