@@ -15,10 +15,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pddbench.harness.client import ApiConfig, stream_completion
 from pddbench.harness.http1 import Http1Pool
+from pddbench.harness.live import LiveCounters
 from pddbench.harness.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.records import ErrorClass, Journal, RequestRecord, Status
 from pddbench.harness.stream_records import record_for, skipped_record
@@ -28,16 +29,10 @@ OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
 
 
 @dataclass
-class EngineStats:
-    """Live counters for the progress view."""
+class EngineStats(LiveCounters):
+    """Live counters for the progress view, and when the duration cap stopped sending."""
 
-    sent: int = 0
-    done: int = 0
-    errors: int = 0
-    in_flight: int = 0
-    ttft_s: list[float] = field(default_factory=list)
-    lag_s: list[float] = field(default_factory=list)
-    stopped_at_s: float | None = None  # when the duration cap stopped new sends
+    stopped_at_s: float | None = None
 
 
 @dataclass

@@ -10,19 +10,22 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Protocol
+from dataclasses import dataclass, field
 
 import numpy as np
 from rich.console import Console
 
 
-class _Stats(Protocol):
-    sent: int
-    done: int
-    errors: int
-    in_flight: int
-    ttft_s: list[float]
-    lag_s: list[float]
+@dataclass
+class LiveCounters:
+    """What the live view shows of a running replay; every engine keeps one up to date."""
+
+    sent: int = 0
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    ttft_s: list[float] = field(default_factory=list)
+    lag_s: list[float] = field(default_factory=list)
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -32,7 +35,7 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(tail, q))
 
 
-def status_line(stats: _Stats, total: int, elapsed_s: float, label: str = "") -> str:
+def status_line(stats: LiveCounters, total: int, elapsed_s: float, label: str = "") -> str:
     """One line describing progress (pure: tested without a terminal)."""
 
     def ms(v: float | None) -> str:
@@ -62,7 +65,7 @@ class LiveView:
         self.is_terminal = self.console.is_terminal and sys.stderr.isatty()
         self.interval_s = interval_s if self.is_terminal else log_interval_s
 
-    async def run(self, stats: _Stats, *, total: int) -> None:
+    async def run(self, stats: LiveCounters, *, total: int) -> None:
         start = time.monotonic()
         try:
             if self.is_terminal:

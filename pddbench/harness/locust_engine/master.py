@@ -44,7 +44,7 @@ from locust.env import Environment  # noqa: E402
 from locust.event import Events  # noqa: E402
 from locust.log import setup_logging  # noqa: E402
 
-from pddbench.harness.live import status_line  # noqa: E402
+from pddbench.harness.live import LiveCounters, status_line  # noqa: E402
 from pddbench.harness.locust_engine import protocol as P  # noqa: E402
 from pddbench.harness.locust_engine.clock_sync import (  # noqa: E402
     ClockSample,
@@ -64,7 +64,6 @@ from pddbench.harness.locust_engine.job import (  # noqa: E402
 )
 from pddbench.harness.locust_engine.locustfile import ReplayUser  # noqa: E402
 from pddbench.harness.locust_engine.run_state import (  # noqa: E402
-    LiveStats,
     WorkerState,
     cap_hit,
     judge_run,
@@ -99,7 +98,7 @@ class Coordinator:
         self.failure: str | None = None
         self._seq = 0
         self._finishing = False
-        self._live = LiveStats()
+        self._live = LiveCounters()
         self._meter: CpuMeter | None = None
         self._master_cpu: list[float] = []
         self._started_wall = time.monotonic()

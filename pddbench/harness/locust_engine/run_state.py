@@ -74,18 +74,6 @@ class WorkerState:
         }
 
 
-@dataclass
-class LiveStats:
-    """The status line's counters (the shape pddbench.harness.live expects)."""
-
-    sent: int = 0
-    done: int = 0
-    errors: int = 0
-    in_flight: int = 0
-    ttft_s: list[float] = field(default_factory=list)
-    lag_s: list[float] = field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class RunVerdicts:
     incomplete: list[str]
