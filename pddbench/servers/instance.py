@@ -84,6 +84,7 @@ class Job:
             if not fut.done():
                 fut.set_result(level)
         self.acks.clear()
+
     kv_landed: bool = False
 
     def event(self, ev: str, **fields: object) -> None:
@@ -245,10 +246,15 @@ class WorkerInstance(HandoffEndpoints):
             spec.seed, spec.rid, self.machine.model.vocab_size, self.dep.eos_probability
         )
 
-    # -- colocated ------------------------------------------------------------------------
-    async def h_generate(self, request: web.Request) -> web.Response:
-        spec = proto.GenerateSpec.model_validate(await request.json())
-        seq = Seq(
+    def _output_seq(
+        self,
+        spec: proto.GenerateSpec | proto.DecodeSpec,
+        *,
+        compute_prompt: bool,
+        decode_after_kv: bool,
+    ) -> Seq:
+        """The sequence of a request this instance decodes (colocated, D, RLD or MD)."""
+        return Seq(
             rid=spec.rid,
             prompt_len=spec.prompt_len,
             hashes=spec.hashes,
@@ -256,11 +262,16 @@ class WorkerInstance(HandoffEndpoints):
             max_tokens=spec.max_tokens,
             min_tokens=spec.min_tokens,
             ignore_eos=spec.ignore_eos,
-            compute_prompt=True,
-            decode_after_kv=True,
+            compute_prompt=compute_prompt,
+            decode_after_kv=decode_after_kv,
             reserve_output=spec.max_tokens,
             use_cache=self.cfg.prefix_cache,
         )
+
+    # -- colocated ------------------------------------------------------------------------
+    async def h_generate(self, request: web.Request) -> web.Response:
+        spec = proto.GenerateSpec.model_validate(await request.json())
+        seq = self._output_seq(spec, compute_prompt=True, decode_after_kv=True)
         job = self._accept(spec, seq, "generate")
         return job if isinstance(job, web.Response) else self._submit(job)
 
@@ -331,19 +342,7 @@ class WorkerInstance(HandoffEndpoints):
         spec = proto.DecodeSpec.model_validate(await request.json())
         if spec.mode == "relay" and self.role is not Role.RELAY_DECODE:
             return web.json_response({"error": f"{self.id} is not a relay-decode"}, status=400)
-        seq = Seq(
-            rid=spec.rid,
-            prompt_len=spec.prompt_len,
-            hashes=spec.hashes,
-            stream=self._stream_for(spec),
-            max_tokens=spec.max_tokens,
-            min_tokens=spec.min_tokens,
-            ignore_eos=spec.ignore_eos,
-            compute_prompt=False,
-            decode_after_kv=spec.mode != "main-auto",
-            reserve_output=spec.max_tokens,
-            use_cache=self.cfg.prefix_cache,
-        )
+        seq = self._output_seq(spec, compute_prompt=False, decode_after_kv=spec.mode != "main-auto")
         job = self._accept(spec, seq, "decode")
         if isinstance(job, web.Response):
             return job
