@@ -3,7 +3,7 @@
 Sections (run one, or ``all``)::
 
     .venv/bin/python bench/bench_servers.py compute     # compute-model figures per profile
-    .venv/bin/python bench/bench_servers.py handoff     # 100-token handoff: KV vs Extend-Decode
+    .venv/bin/python bench/bench_servers.py handoff     # = bench/bench_handoff.py (E7)
     .venv/bin/python bench/bench_servers.py rld-share   # 64K in / 1K out, default PDD: RLD share
     .venv/bin/python bench/bench_servers.py perf        # 43 A + 32 B cluster at 50 req/s
 
@@ -172,7 +172,7 @@ def tokens_json(ids: list[int]) -> str:
     return "[" + ",".join(map(str, ids)) + "]"
 
 
-# -- handoff micro-benchmark -------------------------------------------------------------------
+# -- emulated deployments (handoff and RLD-share benchmarks) --------------------------------------
 def run_emulated(
     deployment: dict[str, Any],
     client: Callable[[str], Coroutine[Any, Any, T]],
@@ -210,69 +210,6 @@ def emulated_pdd(**over: Any) -> dict[str, Any]:
         else:
             dep[k] = v
     return dep
-
-
-def bench_handoff(n: int, jitter_ms: float | None) -> None:
-    print(
-        "== 100-token handoff micro-benchmark (E7): emulated topology of the pdd scenario "
-        "(netem), WAN 10 Gbit/s 15 ms one way, jitter "
-        f"{'as the scenario (+-3 ms uniform)' if jitter_ms is None else f'+-{jitter_ms:g} ms'}, "
-        "emulation_scale 1000 =="
-    )
-    # MD must land ~100 RLD decode steps (~13.5 ms each) after RLD: 1.35 s of WAN at
-    # 10 Gbps = 1.7 GB of suffix KV = ~36K uncached tokens.
-    wan = None if jitter_ms is None else {"jitter_ms": jitter_ms}
-    lats: dict[str, list[float]] = {}
-    for transfer in ("kv", "extend"):
-        dep = emulated_pdd(
-            routing={"pipeline_policy": "always-relay"},
-            handoff={"schedule": "one-shot", "transfer": transfer},
-        )
-
-        async def run(url: str, transfer: str = transfer) -> list[dict[str, Any]]:
-            out = []
-            async with aiohttp.ClientSession() as http:
-                rng = random.Random(7)
-                for k in range(n):
-                    prompt = [rng.randrange(1, 150000) for _ in range(36000)]
-                    o = await stream_request(
-                        http, url, body_bytes(tokens_json(prompt), 160), f"h{transfer}{k}", 160
-                    )
-                    if o.ok and o.pdd and o.pdd["handoff"] and o.pdd["handoff"]["seam"]:
-                        out.append(o.pdd["handoff"])
-                    elif not o.ok:
-                        print(f"  request failed: {o.error}")
-            return out
-
-        hs = run_emulated(dep, run, wan=wan)
-        if not hs:
-            print(f"{transfer}: no completed handoff")
-            continue
-        toks = [h["tokens"] for h in hs]
-        payload = [h["modelled_payload_bytes"] for h in hs]
-        real = [h["payload_bytes"] for h in hs]
-        lat = [(h["end"] - h["start"]) * 1e3 for h in hs]
-        lats[transfer] = lat
-        per100 = [p / max(t, 1) * 100 for p, t in zip(payload, toks, strict=True)]
-        label = "KV handoff    " if transfer == "kv" else "Extend-Decode "
-        print(
-            f"{label} n={len(hs)} tokens handed over mean {statistics.mean(toks):.0f} "
-            f"(min {min(toks)}, max {max(toks)}) | payload per 100 tokens (modelled) "
-            f"{statistics.mean(per100) / 1e3:8.1f} KB | on the wire "
-            f"{statistics.mean(real) / 1e3:6.2f} KB (scaled 1/1000)"
-        )
-        print(
-            f"{'':14s} handoff latency send->applied: mean {statistics.mean(lat):6.1f} ms, "
-            f"std {statistics.pstdev(lat):5.1f} ms, p50 {pct(lat, 50):6.1f} ms, "
-            f"p99 {pct(lat, 99):6.1f} ms, max {max(lat):6.1f} ms"
-        )
-    if len(lats) == 2:
-        kv, ext = (statistics.pstdev(lats[k]) for k in ("kv", "extend"))
-        print(f"std ratio KV / Extend-Decode: {kv / ext if ext else float('inf'):.1f}x")
-    print(
-        "(PDD report: KV 4,649 KB / 185 ms mean / 512.6 ms peak; Extend-Decode 1.5 KB / "
-        "305 ms mean / std 4.8 ms)"
-    )
 
 
 # -- RLD share --------------------------------------------------------------------------------
@@ -710,7 +647,9 @@ def main() -> None:
     if a.section in ("compute", "all"):
         bench_compute()
     if a.section in ("handoff", "all"):
-        bench_handoff(a.n, a.jitter_ms)
+        from bench_handoff import bench_handoff
+
+        bench_handoff(a.n, a.jitter_ms, 0.6, 20_000)
     if a.section in ("rld-share", "all"):
         bench_rld_share(a.requests, a.rate or 1.5)
     if a.section in ("perf", "all"):

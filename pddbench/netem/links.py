@@ -24,12 +24,10 @@ from pddbench.netem import nsutil
 from pddbench.netem.delayline import DelaySettings
 from pddbench.netem.plan import DirectionPlan
 from pddbench.netem.shaping import (
-    LEAF,
     ShapingBackend,
     TcRequest,
+    change_requests,
     delay_line_limit_pkts,
-    htb_requests,
-    netem_kwargs,
     shaping_requests,
 )
 from pddbench.netem.topology_config import Shape
@@ -178,13 +176,10 @@ class ShapedDirection:
 
     def apply(self, shape: Shape, down: bool) -> None:
         """Make ``shape`` (effective values) and ``down`` current."""
-        old = self.shape
-        if shape.rate_mbit != old.rate_mbit:
-            apply_tc(self.plan.netns, self.plan.ifname, htb_requests(shape, command="change"))
-        if self.backend == "kernel":
-            req = TcRequest("change", "netem", LEAF, netem_kwargs(shape, down=down))
-            apply_tc(self.plan.netns, self.plan.ifname, [req])
-        elif self.daemon is not None:
+        requests = change_requests(self.backend, self.shape, shape, down=down)
+        if requests:
+            apply_tc(self.plan.netns, self.plan.ifname, requests)
+        if self.daemon is not None:
             settings = DelaySettings.from_shape(shape, down=down)
             reply = self.daemon.command({"cmd": "set", **settings.to_dict()})
             if not reply.get("ok"):

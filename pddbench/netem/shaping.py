@@ -4,18 +4,26 @@ This module owns the numbers: HTB rate and burst, queue limits from the bandwidt
 product, and the netem options (delay and jitter in µs, loss in %, limit in packets) in
 the exact keyword form pyroute2's ``IPRoute.tc`` takes. ``links`` sends them. Pure.
 
-Layout on the egress interface of the sending switch:
+Layout on the egress interface of the sending switch (``qos = "fifo"``): ``htb 1:`` →
+class ``1:10`` (rate, burst) → leaf ``10:``. With ``qos = "priority"`` (the WAN default) the
+link class is ``1:1`` and has two children, each with its own leaf: ``1:10`` for control
+traffic (the default class; guaranteed :data:`CONTROL_SHARE` of the rate, may use all of
+it, served first) and ``1:20`` for bulk traffic (the rest, lower priority), chosen by a
+``u32`` filter on the DSCP bits (:mod:`~pddbench.netem.qos`). Without it, a 1.5 KB handoff
+message waits behind every byte of prompt KV queued on the link.
 
-* ``kernel`` backend: ``htb 1:`` → class ``1:10`` (rate, burst) → ``netem 10:``. netem's
-  tfifo holds both the delay line and the bottleneck queue, so its limit is at least
-  2 × BDP. Jitter without a netem ``rate`` reorders packets (netem sorts by send time);
-  when jitter is asked for we also give netem the link rate, which makes it compute each
-  packet's send time from the previous packet's (never earlier), i.e. no reordering —
-  the same rule as the userspace delay line (due = max(previous due, now + delay + jitter)).
-  pyroute2 cannot encode netem distribution tables, so normal jitter uses the userspace
-  delay line even when netem exists (``choose_backend``).
-* ``nfqueue`` backend: ``htb 1:`` → class ``1:10`` → ``bfifo 10:`` (the bottleneck queue, in bytes);
-  delay, jitter and loss are applied before it by the NFQUEUE delay daemon.
+The leaf is:
+
+* ``kernel`` backend: ``netem``. netem's tfifo holds both the delay line and the bottleneck
+  queue, so its limit is at least 2 × BDP. Jitter without a netem ``rate`` reorders packets
+  (netem sorts by send time); when jitter is asked for we also give netem the link rate,
+  which makes it compute each packet's send time from the previous packet's (never
+  earlier), i.e. no reordering — the same rule as the userspace delay line (due =
+  max(previous due, now + delay + jitter)). pyroute2 cannot encode netem distribution
+  tables, so normal jitter uses the userspace delay line even when netem exists
+  (``choose_backend``).
+* ``nfqueue`` backend: ``bfifo`` (the bottleneck queue, in bytes); delay, jitter and loss
+  are applied before it by the NFQUEUE delay daemon.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pddbench.netem.qos import BULK_TOS, DSCP_MASK
 from pddbench.netem.topology_config import Shape
 
 MTU_BYTES = 1500
@@ -41,8 +50,14 @@ def _register_bfifo() -> None:
 
 _register_bfifo()
 HTB_ROOT = 0x10000  # 1:
-HTB_CLASS = 0x10010  # 1:10
+HTB_LINK = 0x10001  # 1:1, the link (priority layout)
+HTB_CLASS = 0x10010  # 1:10, all traffic (fifo) or control traffic (priority)
+HTB_BULK = 0x10020  # 1:20, bulk traffic (priority)
 LEAF = 0x100000  # 10:
+LEAF_BULK = 0x200000  # 20:
+LEAF_OF = {HTB_CLASS: LEAF, HTB_BULK: LEAF_BULK}
+CONTROL_SHARE = 0.1  # of the link rate, guaranteed to control traffic
+ETH_P_IP = 0x0800
 DEFAULT_LIMIT_PKTS = 1000
 UNSHAPED_RATE_MBIT = 100_000.0  # HTB rate standing in for "no limit" (100 Gbit/s)
 NETEM_RATE_MAX_BYTES = (1 << 32) - 1  # pyroute2 has no TCA_NETEM_RATE64
@@ -110,34 +125,68 @@ def delay_line_limit_pkts(shape: Shape) -> int:
     return max(2 * bdp_packets(rate, one_way), DEFAULT_LIMIT_PKTS) + bottleneck_limit_pkts(shape)
 
 
+def leaf_classes(shape: Shape) -> list[int]:
+    """The HTB classes that carry a leaf qdisc (one per traffic class)."""
+    return [HTB_CLASS, HTB_BULK] if shape.qos == "priority" else [HTB_CLASS]
+
+
 def htb_requests(shape: Shape, command: str = "add") -> list[TcRequest]:
-    """The HTB root qdisc and its single class carrying all traffic at the link rate."""
+    """The HTB root qdisc and its classes (one, or the link and its two traffic classes)."""
     rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
     burst = htb_burst_bytes(rate)
-    klass = TcRequest(
-        command=f"{command}-class",
-        kind="htb",
-        handle=HTB_CLASS,
+
+    def klass(handle: int, parent: int, share: float, prio: int) -> TcRequest:
+        return TcRequest(
+            command=f"{command}-class",
+            kind="htb",
+            handle=handle,
+            kwargs={
+                "parent": parent,
+                "rate": max(1, int(rate_bytes_per_s(rate) * share)),  # a bare int is bytes/s
+                "ceil": rate_bytes_per_s(rate),
+                "burst": burst,
+                "cburst": burst,
+                "prio": prio,
+            },
+        )
+
+    if shape.qos == "priority":
+        classes = [
+            klass(HTB_LINK, HTB_ROOT, 1.0, 0),
+            klass(HTB_CLASS, HTB_LINK, CONTROL_SHARE, 0),
+            klass(HTB_BULK, HTB_LINK, 1.0 - CONTROL_SHARE, 1),
+        ]
+    else:
+        classes = [klass(HTB_CLASS, HTB_ROOT, 1.0, 0)]
+    if command != "add":
+        return classes
+    root = TcRequest(command="add", kind="htb", handle=HTB_ROOT, kwargs={"default": 0x10})
+    return [root, *classes]
+
+
+def bulk_filter_request() -> TcRequest:
+    """Send DSCP-marked bulk packets (``pddbench.netem.qos``) to the bulk class."""
+    return TcRequest(
+        command="add-filter",
+        kind="u32",
+        handle=0,
         kwargs={
             "parent": HTB_ROOT,
-            "rate": rate_bytes_per_s(rate),  # pyroute2: a bare int is bytes/s
-            "ceil": rate_bytes_per_s(rate),
-            "burst": burst,
-            "cburst": burst,
+            "prio": 1,
+            "protocol": ETH_P_IP,
+            "target": HTB_BULK,
+            # pyroute2's u32 key syntax: value/mask at a byte offset; byte 1 is the TOS
+            "keys": [f"{BULK_TOS:#04x}/{DSCP_MASK:#04x}+1"],
         },
     )
-    if command != "add":
-        return [klass]
-    root = TcRequest(command="add", kind="htb", handle=HTB_ROOT, kwargs={"default": 0x10})
-    return [root, klass]
 
 
-def netem_kwargs(shape: Shape, *, down: bool = False) -> dict[str, Any]:
+def netem_kwargs(shape: Shape, *, down: bool = False, parent: int = HTB_CLASS) -> dict[str, Any]:
     """pyroute2 netem keywords for ``shape``: delay/jitter in µs, loss in %, limit in packets."""
     if shape.jitter_dist != "uniform" and shape.jitter_ms > 0:
         raise ValueError("pyroute2 cannot encode netem distribution tables; use nfqueue")
     kwargs: dict[str, Any] = {
-        "parent": HTB_CLASS,
+        "parent": parent,
         "delay": round(shape.delay_ms * 1000),
         "jitter": round(shape.jitter_ms * 1000),
         "loss": 100.0 if down else shape.loss_pct,
@@ -150,21 +199,48 @@ def netem_kwargs(shape: Shape, *, down: bool = False) -> dict[str, Any]:
     return kwargs
 
 
-def leaf_request(backend: ShapingBackend, shape: Shape, command: str = "add") -> TcRequest:
-    """The HTB class's child: netem (kernel backend) or a bfifo bottleneck queue."""
+def leaf_request(
+    backend: ShapingBackend,
+    shape: Shape,
+    command: str = "add",
+    *,
+    parent: int = HTB_CLASS,
+    down: bool = False,
+) -> TcRequest:
+    """The leaf under HTB class ``parent``: netem (kernel backend) or a bfifo bottleneck queue."""
+    handle = LEAF_OF[parent]
     if backend == "kernel":
-        return TcRequest(command=command, kind="netem", handle=LEAF, kwargs=netem_kwargs(shape))
+        kwargs = netem_kwargs(shape, down=down, parent=parent)
+        return TcRequest(command=command, kind="netem", handle=handle, kwargs=kwargs)
     return TcRequest(
         command=command,
         kind="bfifo",
-        handle=LEAF,
-        kwargs={"parent": HTB_CLASS, "limit": bottleneck_limit_bytes(shape)},
+        handle=handle,
+        kwargs={"parent": parent, "limit": bottleneck_limit_bytes(shape)},
     )
 
 
 def shaping_requests(backend: ShapingBackend, shape: Shape) -> list[TcRequest]:
     """Everything to install on a fresh egress interface, in order."""
-    return [*htb_requests(shape), leaf_request(backend, shape)]
+    leaves = [leaf_request(backend, shape, parent=c) for c in leaf_classes(shape)]
+    qos = [bulk_filter_request()] if shape.qos == "priority" else []
+    return [*htb_requests(shape), *leaves, *qos]
+
+
+def change_requests(
+    backend: ShapingBackend, old: Shape, new: Shape, *, down: bool
+) -> list[TcRequest]:
+    """Requests that turn an installed ``old`` into ``new`` (same traffic classes)."""
+    if new.qos != old.qos:
+        raise ValueError("a link's qos cannot change while it runs")
+    requests = []
+    if new.rate_mbit != old.rate_mbit:
+        requests += htb_requests(new, command="change")
+    if backend == "kernel":
+        requests += [
+            leaf_request(backend, new, "change", parent=c, down=down) for c in leaf_classes(new)
+        ]
+    return requests
 
 
 def representable_in_netem(shape: Shape) -> bool:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 JitterDist = Literal["uniform", "normal"]
 Backend = Literal["auto", "kernel", "nfqueue"]
 Direction = Literal["a_to_b", "b_to_a"]
+Qos = Literal["priority", "fifo"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -45,6 +46,9 @@ class Shape(_Model):
     jitter_dist: JitterDist = "uniform"
     loss_pct: float = Field(default=0.0, ge=0, le=100)
     limit_pkts: int | None = Field(default=None, gt=0)
+    # "priority": bulk (DSCP-marked KV) and control traffic in two classes, control first
+    # (see pddbench.netem.qos); "fifo": one queue for everything.
+    qos: Qos = "fifo"
 
 
 class ShapeOverride(_Model):
@@ -70,6 +74,7 @@ class LinkConfig(_Model):
     jitter_dist: JitterDist = "uniform"
     loss_pct: float = Field(default=0.0, ge=0, le=100)
     limit_pkts: int | None = Field(default=None, gt=0)
+    qos: Qos = "priority"
     a_to_b: ShapeOverride | None = None
     b_to_a: ShapeOverride | None = None
 
@@ -86,6 +91,7 @@ class LinkConfig(_Model):
             "jitter_dist": self.jitter_dist,
             "loss_pct": self.loss_pct,
             "limit_pkts": self.limit_pkts,
+            "qos": self.qos,
         }
         override = self.a_to_b if direction == "a_to_b" else self.b_to_a
         if override is not None:

@@ -15,6 +15,7 @@ the request's stream, never a hang.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ from pddbench.servers.engine import (
     TokenOut,
 )
 from pddbench.servers.handoff import (
+    HandoffTransfer,
     MainHandoff,
     RelayHandoff,
 )
@@ -45,6 +47,7 @@ from pddbench.servers.instance_handoff import HandoffEndpoints
 from pddbench.servers.instance_metrics import InstanceMetrics
 from pddbench.servers.kvlink import KvSender, KvTransferError, receive_kv
 from pddbench.servers.radix import KvPool
+from pddbench.servers.sessions import internal_runner, internal_session
 from pddbench.servers.tokens import TokenStream
 
 _ZEROS = bytes(1 << 16)
@@ -124,7 +127,8 @@ class WorkerInstance(HandoffEndpoints):
         self.policy = dep.handoff.policy()
         self.jobs: dict[str, Job] = {}
         self.channels: dict[str, EventChannel] = {}
-        self.http: aiohttp.ClientSession | None = None
+        self.http: aiohttp.ClientSession | None = None  # control traffic
+        self.kv_http: aiohttp.ClientSession | None = None  # KV bytes (the WAN's bulk class)
         self.runner: web.AppRunner | None = None
         self.address = cfg.address
 
@@ -148,11 +152,9 @@ class WorkerInstance(HandoffEndpoints):
         return app
 
     async def start(self) -> str:
-        self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-        )
-        self.runner = web.AppRunner(self.app(), handler_cancellation=True, access_log=None)
+        self.http = internal_session()
+        self.kv_http = internal_session(bulk=True)
+        self.runner = internal_runner(self.app())
         await self.runner.setup()
         host, _, port = self.cfg.bind.rpartition(":")
         site = web.TCPSite(self.runner, host, int(port), backlog=1024, reuse_address=True)
@@ -170,6 +172,8 @@ class WorkerInstance(HandoffEndpoints):
             await self.runner.cleanup()
         if self.http is not None:
             await self.http.close()
+        if self.kv_http is not None:
+            await self.kv_http.close()
 
     # -- common endpoints -----------------------------------------------------------------
     async def h_health(self, request: web.Request) -> web.Response:
@@ -292,11 +296,11 @@ class WorkerInstance(HandoffEndpoints):
         job = self._accept(spec, seq, "prefill")
         if isinstance(job, web.Response):
             return job
-        assert self.http is not None
+        assert self.kv_http is not None
         for target in spec.targets:
             job.senders.append(
                 KvSender(
-                    self.http,
+                    self.kv_http,
                     target,
                     rid=spec.rid,
                     source=self.id,
@@ -350,7 +354,19 @@ class WorkerInstance(HandoffEndpoints):
         if spec.mode == "relay":
             job.relay = RelayHandoff(self.policy)
             job.peer_address, job.peer_instance = spec.peer_address, spec.peer_instance
+            if spec.peer_address:
+                job.tasks.append(asyncio.create_task(self._connect_to(spec.peer_address)))
         return self._submit(job)
+
+    async def _connect_to(self, address: str) -> None:
+        """Have a connection to MD open before the handoff needs it (a transfer engine
+        connects to a peer when it learns of it, not when the first byte is due): reuses an
+        idle one, else pays the handshake now instead of inside the handoff's latency."""
+        http = self.kv_http if self.policy.transfer is HandoffTransfer.KV else self.http
+        assert http is not None
+        with contextlib.suppress(aiohttp.ClientError, OSError):
+            async with http.get(f"http://{address}/health") as resp:
+                await resp.read()
 
     async def h_kv(self, request: web.Request) -> web.Response:
         rid = request.match_info["rid"]

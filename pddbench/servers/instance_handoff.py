@@ -76,7 +76,9 @@ class HandoffEndpoints(_Base):
         job.tasks.append(asyncio.create_task(self._send_handoff(job, batch)))
 
     async def _send_handoff(self, job: Job, batch: Batch) -> None:
-        assert self.http is not None
+        # Extend-Decode ships token ids (control traffic); a KV handoff ships KV (bulk).
+        http = self.kv_http if batch.mode == "kv" else self.http
+        assert http is not None
         stream = job.seq.stream
         ids = [] if batch.finished else [stream.token(p) for p in range(batch.start, batch.end)]
         kv_modelled = max(0, batch.end - 1 - batch.start) * self.kvb if batch.mode == "kv" else 0
@@ -99,9 +101,7 @@ class HandoffEndpoints(_Base):
         head = msg.model_dump_json().encode() + b"\n"
         body = head + (_ZEROS * (kv_real // len(_ZEROS) + 1))[:kv_real] if kv_real else head
         try:
-            async with self.http.post(
-                f"http://{job.peer_address}/internal/handoff", data=body
-            ) as resp:
+            async with http.post(f"http://{job.peer_address}/internal/handoff", data=body) as resp:
                 reply = await resp.json(content_type=None)
                 if resp.status != 200:
                     raise HandoffError(f"MD {job.peer_instance} refused the handoff: {reply}")

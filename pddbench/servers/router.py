@@ -29,6 +29,7 @@ from pddbench.servers.flows import Flow, RequestFailed
 from pddbench.servers.instance import ProcessContext
 from pddbench.servers.metrics import Registry
 from pddbench.servers.routing import AffinityIndex, LinkEstimator, choose_instance
+from pddbench.servers.sessions import internal_runner, internal_session
 from pddbench.servers.tokens import block_hashes
 
 try:  # optional: parses a 64K-token prompt ~3x faster than the standard library
@@ -92,16 +93,13 @@ class Router:
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> str:
-        self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-        )
+        self.http = internal_session()
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/completions", self.h_completions)
         app.router.add_get("/v1/models", self.h_models)
         app.router.add_get("/health", self.h_health)
         app.router.add_get("/metrics", self.h_metrics)
-        self.runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self.runner = internal_runner(app)
         await self.runner.setup()
         host, _, port = self.cfg.bind.rpartition(":")
         await web.TCPSite(self.runner, host, int(port), backlog=4096, reuse_address=True).start()

@@ -147,13 +147,46 @@ def test_runtime_change_requests_for_the_kernel_backend(monkeypatch: pytest.Monk
     direction.install()
     ns, ifname, reqs = sent[-1]
     assert (ns, ifname) == ("pddbk1-s-a", "pddbk1w0a")
-    assert [r.kind for r in reqs] == ["htb", "htb", "netem"]
-    assert reqs[2].kwargs["delay"] == 30_000
+    # a WAN link defaults to two traffic classes, each with its own netem
+    assert [r.kind for r in reqs] == ["htb", "htb", "htb", "htb", "netem", "netem", "u32"]
+    assert [r.kwargs["delay"] for r in reqs[4:6]] == [30_000, 30_000]
 
     direction.apply(direction.shape.model_copy(update={"rate_mbit": 100, "delay_ms": 40}), False)
-    (_, _, klass), (_, _, leaf) = sent[-2], sent[-1]
-    assert klass[0].command == "change-class" and klass[0].kwargs["rate"] == 12_500_000
-    assert leaf[0].command == "change" and leaf[0].kind == "netem"
-    assert leaf[0].kwargs["delay"] == 40_000 and leaf[0].kwargs["loss"] == 0
+    change = sent[-1][2]
+    assert [r.command for r in change] == ["change-class"] * 3 + ["change"] * 2
+    assert change[0].kwargs["rate"] == change[0].kwargs["ceil"] == 12_500_000
+    assert {r.kind for r in change[3:]} == {"netem"}
+    assert all(r.kwargs["delay"] == 40_000 and r.kwargs["loss"] == 0 for r in change[3:])
     direction.apply(direction.shape, True)  # link down: netem drops everything
-    assert sent[-1][2][0].kwargs["loss"] == 100.0
+    assert [r.kwargs["loss"] for r in sent[-1][2]] == [100.0, 100.0]
+    with pytest.raises(ValueError, match="qos"):
+        direction.apply(direction.shape.model_copy(update={"qos": "fifo"}), False)
+
+
+def test_priority_layout_guarantees_control_and_filters_bulk_by_dscp() -> None:
+    from pddbench.netem.qos import BULK_TOS
+    from pddbench.netem.shaping import CONTROL_SHARE, HTB_BULK, HTB_LINK, LEAF_BULK
+
+    shape = Shape(rate_mbit=1000, delay_ms=15, qos="priority")
+    reqs = shaping_requests("nfqueue", shape)
+    root, link, control, bulk, leaf_c, leaf_b, filt = reqs
+    assert root.kwargs["default"] == 0x10  # unmarked traffic is control traffic
+    assert (link.handle, control.kwargs["parent"], bulk.kwargs["parent"]) == (
+        HTB_LINK,
+        HTB_LINK,
+        HTB_LINK,
+    )
+    assert control.kwargs["prio"] < bulk.kwargs["prio"]
+    full = 125_000_000
+    assert control.kwargs["rate"] == int(full * CONTROL_SHARE)
+    assert control.kwargs["rate"] + bulk.kwargs["rate"] == full
+    assert control.kwargs["ceil"] == bulk.kwargs["ceil"] == link.kwargs["rate"] == full
+    assert (leaf_c.kind, leaf_b.kind, leaf_b.handle) == ("bfifo", "bfifo", LEAF_BULK)
+    assert filt.kwargs["target"] == HTB_BULK
+    assert filt.kwargs["keys"] == [f"{BULK_TOS:#04x}/0xfc+1"]
+    # one FIFO when asked for, and on intra-site segments (Shape's default)
+    assert [r.kind for r in shaping_requests("nfqueue", Shape(rate_mbit=1000))] == [
+        "htb",
+        "htb",
+        "bfifo",
+    ]

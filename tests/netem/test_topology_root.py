@@ -153,6 +153,76 @@ def test_tcp_buffers_and_congestion_recorded(topo: Topology) -> None:
     assert nsutil.run_in_netns(topo.netns("p0"), sock_in_ns) == "cubic"
 
 
+def test_bulk_marked_traffic_does_not_delay_control_traffic(topo: Topology, tmp_path: Path) -> None:
+    """The WAN's priority classes: a saturating DSCP-marked (bulk) flow fills the bulk
+    queue; small unmarked messages pass it, marked ones wait in it."""
+    d0 = topo.address("d0")
+    server_code = textwrap.dedent(
+        f"""
+        import socket, threading
+        def sink(c):
+            while c.recv(1 << 16):
+                pass
+        def echo(c):
+            while (d := c.recv(100)):
+                c.sendall(d)
+        def serve(port, fn):
+            s = socket.socket(); s.bind(("{d0}", port)); s.listen(4)
+            while True:
+                c, _ = s.accept(); threading.Thread(target=fn, args=(c,), daemon=True).start()
+        threading.Thread(target=serve, args=(7101, sink), daemon=True).start()
+        serve(7102, echo)
+        """
+    )
+    client_code = textwrap.dedent(
+        f"""
+        import json, socket, statistics, threading, time
+        from pddbench.netem.qos import mark_bulk
+        from pddbench.netem.tcp import set_congestion
+        def connect(port, bulk):
+            for _ in range(100):
+                s = socket.socket()
+                if bulk:
+                    mark_bulk(s)
+                try:
+                    s.connect(("{d0}", port)); return s
+                except ConnectionRefusedError:
+                    s.close(); time.sleep(0.02)
+            raise SystemExit("server not up")
+        def median_rtt_ms(bulk):
+            s = connect(7102, bulk); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            out = []
+            for _ in range(25):
+                t = time.perf_counter(); s.sendall(b"x" * 64)
+                got = b""
+                while len(got) < 64:
+                    got += s.recv(100)
+                out.append((time.perf_counter() - t) * 1e3); time.sleep(0.01)
+            return statistics.median(out)
+        flood = connect(7101, True)
+        set_congestion(flood, "cubic")  # fills the queue (BBR, the default here, keeps it short)
+        def fill():
+            while True:
+                flood.sendall(bytes(1 << 16))
+        threading.Thread(target=fill, daemon=True).start()
+        time.sleep(0.5)
+        print(json.dumps({{"control": median_rtt_ms(False), "bulk": median_rtt_ms(True)}}))
+        """
+    )
+    server = topo.spawn("d0", [sys.executable, "-c", server_code], log_path=tmp_path / "s.log")
+    try:
+        client = topo.spawn("p0", [sys.executable, "-c", client_code], log_path=tmp_path / "c.log")
+        assert client.wait(timeout=60) == 0, (tmp_path / "c.log").read_text()
+    finally:
+        server.kill()
+        server.wait(timeout=5)
+    rtt = json.loads((tmp_path / "c.log").read_text().strip().splitlines()[-1])
+    # The bulk queue holds about one BDP (2 x 5 ms at 200 Mbit/s): marked packets wait
+    # behind it, unmarked ones do not.
+    assert rtt["control"] < 2 * DELAY_MS + SLACK_MS, rtt
+    assert rtt["bulk"] > rtt["control"] + 3.0, rtt
+
+
 def test_backend_choice_is_reported(topo: Topology) -> None:
     report = topo.report()
     if report.netem_available:
