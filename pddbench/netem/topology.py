@@ -444,6 +444,7 @@ class Topology:
                     scale=self.plan.scale,
                     backend_a_to_b=fwd.backend,
                     backend_b_to_a=back.backend,
+                    qos=fwd.shape.qos,
                     rtt_samples=summary.samples,
                     rtt_lost=summary.lost,
                     rtt_min_ms=summary.min_ms,

@@ -234,6 +234,7 @@ def test_backend_choice_is_reported(topo: Topology) -> None:
 
 def test_probe_matches_the_configured_link(topo: Topology) -> None:
     (probe,) = topo.probe(samples=60, bulk_seconds=1.5)
+    assert probe.qos == "priority"  # a WAN link's default, recorded in links.parquet
     assert probe.expected_rtt_p50_ms == pytest.approx(2 * DELAY_MS)
     assert probe.rtt_min_ms >= 2 * DELAY_MS - EARLY_MS
     assert probe.rtt_p50_ms < 2 * DELAY_MS + SLACK_MS  # within 1 ms on an idle machine
