@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import statistics
 import sys
@@ -47,6 +48,9 @@ from bench_servers import (
 WAN_BYTES_PER_S = 10e9 / 8  # the pdd scenario's WAN, unscaled
 PROBE_TOKENS = 36_000  # MD lands ~75-100 RLD steps after RLD on an idle WAN
 PROBE_OUTPUT = 400
+DEFAULT_LOAD = 0.6  # background requests/s: with DEFAULT_BG_TOKENS, ~45% of the WAN
+DEFAULT_BG_TOKENS = 20_000
+FILL_S = 10.0  # background load runs this long before the first probe
 
 
 def random_prompt(rng: random.Random, n: int) -> str:
@@ -69,10 +73,9 @@ async def background(
     async def one(rid: str, body: bytes) -> None:
         out.append(await stream_request(http, url, body, rid, 16))
 
-    while not stop.is_set():
-        with_timeout = asyncio.create_task(stop.wait())
-        await asyncio.wait([with_timeout], timeout=rng.expovariate(rate))
-        with_timeout.cancel()
+    while True:
+        with contextlib.suppress(TimeoutError):  # the next arrival, unless stopped first
+            await asyncio.wait_for(stop.wait(), rng.expovariate(rate))
         if stop.is_set():
             break
         task = asyncio.create_task(one(f"bg{k}", body_bytes(random_prompt(rng, tokens), 16)))
@@ -99,7 +102,7 @@ def run_mode(transfer: str, n: int, load: float, bg_tokens: int, wan: dict[str, 
             loader = None
             if load > 0:
                 loader = asyncio.create_task(background(http, url, load, bg_tokens, stop, bg))
-                await asyncio.sleep(10.0)  # let the WAN fill
+                await asyncio.sleep(FILL_S)  # let the WAN fill
             t0 = time.monotonic()
             rng = random.Random(7)
             for k in range(n):
@@ -110,7 +113,7 @@ def run_mode(transfer: str, n: int, load: float, bg_tokens: int, wan: dict[str, 
             stop.set()
             if loader is not None:
                 await loader
-            bg_seconds = time.monotonic() - t0 + (10.0 if loader is not None else 0.0)
+            bg_seconds = time.monotonic() - t0 + (FILL_S if loader is not None else 0.0)
         return probes, bg, bg_seconds
 
     return run_emulated(dep, run, wan=wan)
@@ -190,9 +193,14 @@ def bench_handoff(n: int, jitter_ms: float | None, load: float, bg_tokens: int) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--n", type=int, default=20, help="probe handoffs per mode")
-    ap.add_argument("--load", type=float, default=0.6, help="background requests/s (0: idle WAN)")
     ap.add_argument(
-        "--bg-tokens", type=int, default=20_000, help="uncached tokens per background request"
+        "--load", type=float, default=DEFAULT_LOAD, help="background requests/s (0: idle WAN)"
+    )
+    ap.add_argument(
+        "--bg-tokens",
+        type=int,
+        default=DEFAULT_BG_TOKENS,
+        help="uncached tokens per background request",
     )
     ap.add_argument(
         "--jitter-ms", type=float, default=None, help="WAN jitter (default: scenario's)"

@@ -647,9 +647,9 @@ def main() -> None:
     if a.section in ("compute", "all"):
         bench_compute()
     if a.section in ("handoff", "all"):
-        from bench_handoff import bench_handoff
+        from bench_handoff import DEFAULT_BG_TOKENS, DEFAULT_LOAD, bench_handoff
 
-        bench_handoff(a.n, a.jitter_ms, 0.6, 20_000)
+        bench_handoff(a.n, a.jitter_ms, DEFAULT_LOAD, DEFAULT_BG_TOKENS)
     if a.section in ("rld-share", "all"):
         bench_rld_share(a.requests, a.rate or 1.5)
     if a.section in ("perf", "all"):

@@ -18,6 +18,7 @@ Must not: touch sockets, read clocks, or know about SSE, JSON or records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -51,6 +52,29 @@ class Reply:
     error_body: bytes = b""  # the body of a >= 400 response
     complete: bool = False  # the HTTP message ended (not only the sink being satisfied)
 
+    def add_error_body(self, data: bytes) -> None:
+        """Keep up to :data:`MAX_ERROR_BODY` bytes of a >= 400 response's body."""
+        room = MAX_ERROR_BODY - len(self.error_body)
+        if room > 0:
+            self.error_body += data[:room]
+
+
+def connect_failed(exc: OSError, timeout_s: float) -> ConnectFailed:
+    """The one-line error for a connection attempt that failed with ``exc``."""
+    if isinstance(exc, TimeoutError):
+        return ConnectFailed(f"connect timed out after {timeout_s:g} s")
+    return ConnectFailed(exc.strerror or str(exc))
+
+
+def closed_reply(framer: ResponseFramer, reply: Reply | None, detail: str = "") -> Reply:
+    """The peer closed the connection: the finished reply of a close-delimited body, or
+    :class:`StreamCut` saying where the response was cut."""
+    if framer.eof() and reply is not None:
+        reply.complete = True
+        return reply
+    what = "before the response" if reply is None else "mid-response"
+    raise StreamCut(f"connection closed {what}{detail}")
+
 
 @dataclass(frozen=True)
 class Target:
@@ -74,7 +98,7 @@ class Target:
             tls=tls,
         )
 
-    @property
+    @cached_property
     def host_header(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
@@ -112,10 +136,6 @@ class ResponseFramer:
         self._in_trailer = False
         self.status: int | None = None  # known once the head is complete
         self.keep_alive = True
-
-    @property
-    def head_done(self) -> bool:
-        return self._state != _HEAD
 
     @property
     def complete(self) -> bool:

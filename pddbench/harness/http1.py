@@ -30,7 +30,6 @@ from collections.abc import Callable
 
 from pddbench.harness.framing import (
     DRAIN_S,
-    MAX_ERROR_BODY,
     BodySink,
     ConnectFailed,
     ExchangeTimeout,
@@ -39,6 +38,8 @@ from pddbench.harness.framing import (
     ResponseFramer,
     StreamCut,
     Target,
+    closed_reply,
+    connect_failed,
 )
 
 __all__ = ["ConnectFailed", "ExchangeTimeout", "Http1Pool", "Reply", "StreamCut"]
@@ -71,13 +72,10 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self.transport = None
         self.pool._forget(self)
-        if self.framer.eof() and self.reply is not None:  # a close-delimited body ended
-            self.reply.complete = True
-            self._resolve(self.reply)
-        else:
-            detail = f": {exc}" if exc else ""
-            what = "before the response" if self.reply is None else "mid-response"
-            self._fail(StreamCut(f"connection closed {what}{detail}"))
+        try:  # a close-delimited body ends here; anything else was cut
+            self._resolve(closed_reply(self.framer, self.reply, f": {exc}" if exc else ""))
+        except StreamCut as cut:
+            self._fail(cut)
 
     def data_received(self, data: bytes) -> None:
         now = self.clock() if self.clock is not None else 0.0
@@ -102,8 +100,7 @@ class _Connection(asyncio.Protocol):
         if not data or reply is None:
             return
         if reply.status >= 400:
-            if len(reply.error_body) < MAX_ERROR_BODY:
-                reply.error_body += data[: MAX_ERROR_BODY - len(reply.error_body)]
+            reply.add_error_body(data)
             return
         sink = self.sink
         if sink is not None and sink.feed(now, data):
@@ -182,10 +179,8 @@ class Http1Pool:
                 _, conn = await loop.create_connection(
                     lambda: _Connection(self), self.target.host, self.target.port, ssl=self._ssl
                 )
-        except TimeoutError as exc:
-            raise ConnectFailed(f"connect timed out after {self.connect_timeout_s:g} s") from exc
-        except OSError as exc:
-            raise ConnectFailed(exc.strerror or str(exc)) from exc
+        except OSError as exc:  # TimeoutError included
+            raise connect_failed(exc, self.connect_timeout_s) from exc
         self.opened += 1
         self._all.add(conn)
         return conn

@@ -24,6 +24,7 @@ from typing import TypeVar
 import numpy as np
 import pyarrow as pa
 
+from pddbench.aioloop import loop_runner
 from pddbench.harness.client import ApiConfig
 from pddbench.harness.engine import AsyncioEngine, EngineConfig
 from pddbench.harness.live import LiveView
@@ -298,16 +299,10 @@ def run_event_loop(coro: Coroutine[object, object, T], manifest: dict[str, objec
     """Run ``coro`` on uvloop when it is installed (several times less loop overhead per
     socket read), else on asyncio's own loop; ``PDDBENCH_EVENT_LOOP=asyncio`` forces the
     latter. The manifest records which loop ran."""
-    if os.environ.get("PDDBENCH_EVENT_LOOP", "uvloop") != "asyncio":
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            manifest["event_loop"] = f"uvloop {uvloop.__version__}"
-            return uvloop.run(coro)
-    manifest["event_loop"] = "asyncio"
-    return asyncio.run(coro)
+    runner, manifest["event_loop"] = loop_runner(
+        os.environ.get("PDDBENCH_EVENT_LOOP", "uvloop") != "asyncio"
+    )
+    return runner(coro)
 
 
 def run_replay(

@@ -10,7 +10,7 @@ only if ``--fail-on-errors`` is given.
 
 from __future__ import annotations
 
-import json
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -341,12 +341,13 @@ def replay(
 def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
     """Re-read the run's command line from its manifest and continue the run."""
     from pddbench.harness.replay_main import resume_main
+    from pddbench.harness.rundir import RunPaths, read_manifest
 
-    manifest_path = run_dir / "manifest.json"
+    paths = RunPaths(run_dir)
     try:
-        command = json.loads(manifest_path.read_text()).get("command")
+        command = read_manifest(paths).get("command")
     except (OSError, ValueError) as exc:
-        raise UserError(f"{run_dir}: not a run folder ({manifest_path}: {exc})") from None
+        raise UserError(f"{run_dir}: not a run folder ({paths.manifest}: {exc})") from None
     if not isinstance(command, list) or command[1:2] != ["replay"]:
         raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
     try:
@@ -356,12 +357,8 @@ def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
         raise UserError(f"{run_dir}: cannot re-read its command line: {msg}") from None
     if params.get("engine") == "locust":
         raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
-    explicit = {
-        "trace_path", "scenarios", "target", "out_root", "label", "no_emulation",
-        "no_probe_check", "resume_dir", "engine", "workers", "locust_master",
-        "locust_worker", "master_host", "master_port", "web_ui", "web_port",
-    }  # fmt: skip
-    options = build_options(**{k: v for k, v in params.items() if k not in explicit})
+    wanted = inspect.signature(build_options).parameters  # the request options, not the rest
+    options = build_options(**{k: v for k, v in params.items() if k in wanted})
     return resume_main(
         run_dir,
         trace_path=Path(params["trace_path"]),

@@ -14,13 +14,13 @@ the router (:mod:`~pddbench.servers.router`) owns the HTTP front door and shared
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
+import orjson
 
 from pddbench.servers import protocol as proto
 from pddbench.servers.api import CompletionRequest
@@ -36,14 +36,6 @@ from pddbench.servers.story import RequestStory
 
 if TYPE_CHECKING:
     from pddbench.servers.router import Router
-
-try:  # optional: the internal request bodies carry a prompt's block hashes
-    from orjson import dumps as _dumps
-except ImportError:  # pragma: no cover
-
-    def _dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
-
 
 _JSON = {"Content-Type": "application/json"}
 
@@ -271,7 +263,7 @@ class Flow:
     ) -> None:
         try:
             async with self.r.http.post(
-                f"http://{inst.address}{path}", data=_dumps(body), headers=_JSON
+                f"http://{inst.address}{path}", data=orjson.dumps(body), headers=_JSON
             ) as resp:
                 if resp.status != 200:
                     text = (await resp.text())[:300]

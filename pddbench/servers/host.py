@@ -25,6 +25,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pddbench.aioloop import loop_runner
 from pddbench.errors import UserError
 from pddbench.servers.clock import ClockAnchor, LoopLagMonitor
 from pddbench.servers.config import DeploymentConfig, Role, parse_deployment
@@ -120,14 +121,8 @@ def run_loop(coro: Coroutine[Any, Any, T]) -> T:
 
     ``PDDBENCH_UVLOOP=0`` forces the standard loop.
     """
-    if os.environ.get("PDDBENCH_UVLOOP", "1") != "0":
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run(coro)
-    return asyncio.run(coro)
+    runner, _ = loop_runner(os.environ.get("PDDBENCH_UVLOOP", "1") != "0")
+    return runner(coro)
 
 
 def load_host_config(path: Path) -> tuple[DeploymentConfig, list[str] | None]:
@@ -160,7 +155,7 @@ def set_realtime(priority: int) -> str | None:
     """
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (PermissionError, OSError, AttributeError) as exc:
+    except (OSError, AttributeError) as exc:  # AttributeError: no SCHED_FIFO on this OS
         return f"cannot use SCHED_FIFO {priority}: {exc}"
     return None
 

@@ -80,6 +80,7 @@ class Job:
     # still being applied; each waiting message gets its own future (one shared slot was
     # overwritten, and the first message's handler then waited forever).
     acks: list[asyncio.Future[int]] = field(default_factory=list)
+    kv_landed: bool = False
 
     def acknowledge(self, level: int) -> None:
         """Answer every waiting handoff message with MD's ``level``."""
@@ -87,8 +88,6 @@ class Job:
             if not fut.done():
                 fut.set_result(level)
         self.acks.clear()
-
-    kv_landed: bool = False
 
     def event(self, ev: str, **fields: object) -> None:
         if not self.finished:
@@ -174,6 +173,12 @@ class WorkerInstance(HandoffEndpoints):
             await self.http.close()
         if self.kv_http is not None:
             await self.kv_http.close()
+
+    def _http_for(self, *, kv: bool) -> aiohttp.ClientSession:
+        """The session for a message: KV bytes ride the bulk (DSCP-marked) one."""
+        http = self.kv_http if kv else self.http
+        assert http is not None, "instance not started"
+        return http
 
     # -- common endpoints -----------------------------------------------------------------
     async def h_health(self, request: web.Request) -> web.Response:
@@ -296,11 +301,10 @@ class WorkerInstance(HandoffEndpoints):
         job = self._accept(spec, seq, "prefill")
         if isinstance(job, web.Response):
             return job
-        assert self.kv_http is not None
         for target in spec.targets:
             job.senders.append(
                 KvSender(
-                    self.kv_http,
+                    self._http_for(kv=True),
                     target,
                     rid=spec.rid,
                     source=self.id,
@@ -362,8 +366,7 @@ class WorkerInstance(HandoffEndpoints):
         """Have a connection to MD open before the handoff needs it (a transfer engine
         connects to a peer when it learns of it, not when the first byte is due): reuses an
         idle one, else pays the handshake now instead of inside the handoff's latency."""
-        http = self.kv_http if self.policy.transfer is HandoffTransfer.KV else self.http
-        assert http is not None
+        http = self._http_for(kv=self.policy.transfer is HandoffTransfer.KV)
         with contextlib.suppress(aiohttp.ClientError, OSError):
             async with http.get(f"http://{address}/health") as resp:
                 await resp.read()

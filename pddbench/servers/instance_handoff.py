@@ -77,8 +77,7 @@ class HandoffEndpoints(_Base):
 
     async def _send_handoff(self, job: Job, batch: Batch) -> None:
         # Extend-Decode ships token ids (control traffic); a KV handoff ships KV (bulk).
-        http = self.kv_http if batch.mode == "kv" else self.http
-        assert http is not None
+        http = self._http_for(kv=batch.mode == "kv")
         stream = job.seq.stream
         ids = [] if batch.finished else [stream.token(p) for p in range(batch.start, batch.end)]
         kv_modelled = max(0, batch.end - 1 - batch.start) * self.kvb if batch.mode == "kv" else 0

@@ -6,8 +6,9 @@ Layout (data flows top to bottom):
   the run folder. :class:`LocustSettings` (``.run``), :func:`run_locust_replay` and
   :func:`run_locust_worker` are the entry points the replay command calls.
 * ``job``, ``protocol`` — what travels between processes (files, message shapes).
-* ``sharding``, ``clock_sync``, ``cpu``, ``framing`` — pure decisions: which worker drives
-  which task group, worker clock offsets, client CPU saturation, HTTP response framing.
+* ``sharding``, ``clock_sync``, ``cpu`` — pure decisions: which worker drives which task
+  group, worker clock offsets, client CPU saturation. HTTP framing is
+  :mod:`pddbench.harness.framing`, shared with the asyncio engine.
 * ``master``    — the Locust master process (gevent): clocks, shards, journal, liveness.
 * ``locustfile``, ``worker_agent``, ``waker``, ``gclient``, ``ghttp`` — the worker process
   (gevent): shard driver, its precise wake-up, and the streaming HTTP client on a lean

@@ -14,7 +14,6 @@ Must not: be imported by the asyncio harness process (gevent world only).
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 import gevent
 import numpy as np
@@ -42,12 +41,6 @@ def http_client(base_url: str, api: ApiConfig) -> GeventHttp1Pool:
     return GeventHttp1Pool(
         base_url, connect_timeout_s=api.connect_timeout_s, stall_timeout_s=api.stall_timeout_s
     )
-
-
-def endpoint_path(base_url: str, api: ApiConfig) -> str:
-    """The request path as shown in the live view: the base URL's path plus the endpoint."""
-    prefix = urlsplit(base_url).path.rstrip("/")
-    return prefix + api.endpoint
 
 
 def stream_completion(

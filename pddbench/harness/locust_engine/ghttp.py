@@ -31,7 +31,6 @@ import gevent.socket
 
 from pddbench.harness.framing import (
     DRAIN_S,
-    MAX_ERROR_BODY,
     BodySink,
     ConnectFailed,
     FramingError,
@@ -39,6 +38,8 @@ from pddbench.harness.framing import (
     ResponseFramer,
     StreamCut,
     Target,
+    closed_reply,
+    connect_failed,
 )
 
 __all__ = ["ConnectFailed", "GeventHttp1Pool", "Reply", "StreamCut"]
@@ -53,7 +54,6 @@ class GeventHttp1Pool:
         self, base_url: str, *, connect_timeout_s: float = 10.0, stall_timeout_s: float = 120.0
     ):
         self.target = Target.parse(base_url)
-        self.host, self.port = self.target.host, self.target.port
         self.connect_timeout_s = connect_timeout_s
         self.stall_timeout_s = stall_timeout_s
         self._ssl = ssl.create_default_context() if self.target.tls else None
@@ -63,16 +63,14 @@ class GeventHttp1Pool:
     def _connect(self) -> socket.socket:
         try:
             sock = gevent.socket.create_connection(
-                (self.host, self.port), timeout=self.connect_timeout_s
+                (self.target.host, self.target.port), timeout=self.connect_timeout_s
             )
-        except TimeoutError as exc:
-            raise ConnectFailed(f"connect timed out after {self.connect_timeout_s:g} s") from exc
-        except OSError as exc:
-            raise ConnectFailed(exc.strerror or str(exc)) from exc
+        except OSError as exc:  # TimeoutError included
+            raise connect_failed(exc, self.connect_timeout_s) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._ssl is not None:
             try:
-                sock = self._ssl.wrap_socket(sock, server_hostname=self.host)
+                sock = self._ssl.wrap_socket(sock, server_hostname=self.target.host)
             except (OSError, ssl.SSLError) as exc:
                 sock.close()
                 raise ConnectFailed(f"TLS handshake failed: {exc}") from exc
@@ -141,12 +139,8 @@ class GeventHttp1Pool:
                 if not data:
                     if retry_on_close and not received:
                         raise _ClosedBeforeReply
-                    if framer.eof() and reply is not None:
-                        reply.complete = True
-                        sock.close()
-                        return reply
-                    what = "before the response" if reply is None else "mid-response"
-                    raise StreamCut(f"connection closed {what}")
+                    sock.close()
+                    return closed_reply(framer, reply)
                 received = True
                 body = framer.feed(data)
                 if reply is None:
@@ -155,9 +149,7 @@ class GeventHttp1Pool:
                     reply = Reply(framer.status)
                 if body:
                     if reply.status >= 400:
-                        room = MAX_ERROR_BODY - len(reply.error_body)
-                        if room > 0:
-                            reply.error_body += body[:room]
+                        reply.add_error_body(body)
                     elif sink.feed(now, body):  # satisfied: the rest is drained, not read
                         if framer.complete:
                             break

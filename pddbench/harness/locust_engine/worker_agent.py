@@ -36,7 +36,7 @@ from greenlet import GreenletExit
 from pddbench import __version__
 from pddbench.harness.locust_engine import protocol as P
 from pddbench.harness.locust_engine.cpu import CpuMeter
-from pddbench.harness.locust_engine.gclient import endpoint_path, http_client, stream_completion
+from pddbench.harness.locust_engine.gclient import http_client, stream_completion
 from pddbench.harness.locust_engine.job import (
     RECORD_FIELDS,
     options_from_dict,
@@ -75,7 +75,7 @@ class ShardDriver:
         self.options = options
         self.player = SessionPlayer(plan.requests, on_error=options.on_error)
         self.http = http_client(base_url, options.api)
-        self.path = endpoint_path(base_url, options.api)
+        self.path = self.http.target.base_path + options.api.endpoint  # as the live view shows it
         self.prompt_fn = prompt_function(plan, options)
         self.send = send
         self.fire = fire_request
