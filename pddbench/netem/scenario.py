@@ -35,7 +35,7 @@ def network_from_mapping(data: dict[str, Any], source: str = "scenario") -> Netw
 
 def load_network_config(name_or_path: str | Path) -> NetworkConfig:
     """The network of a built-in scenario or scenario file, or of a bare ``[network]`` file."""
-    from pddbench.harness.scenario import parse_scenario, scenario_text
+    from pddbench.harness.config.scenario import parse_scenario, scenario_text
 
     text, origin = scenario_text(str(name_or_path))
     try:

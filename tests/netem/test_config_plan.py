@@ -167,7 +167,7 @@ def test_scenario_file_network_table(tmp_path) -> None:
 
 
 def test_built_in_scenario_names_give_the_network_replay_gets() -> None:
-    from pddbench.harness.scenario import load_scenario
+    from pddbench.harness.config.scenario import load_scenario
 
     cfg = load_network_config("pdd")
     assert cfg == load_scenario("pdd").network_config()
@@ -177,7 +177,7 @@ def test_built_in_scenario_names_give_the_network_replay_gets() -> None:
 
 
 def test_a_full_scenario_file_is_validated_as_replay_validates_it(tmp_path) -> None:
-    from pddbench.harness.scenario import scenario_text
+    from pddbench.harness.config.scenario import scenario_text
 
     text, _ = scenario_text("pdd")
     bad = tmp_path / "bad-pdd.toml"
