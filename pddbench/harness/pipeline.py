@@ -253,6 +253,10 @@ def replay_scenarios(
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
     require_emulation(scenarios, emulate)
+    from pddbench.netem.backend import backend_here
+
+    backend = backend_here() if emulate else "nfqueue"
+    scenarios = [s.resolved(backend) for s in scenarios]  # the scale is fixed and recorded
     for s in scenarios:
         check_runnable(s.name, s.requires)
     runs: list[RunPaths] = []
