@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pddbench.errors import UserError
 from pddbench.netem import nsutil
@@ -69,6 +69,9 @@ from pddbench.netem.tcp import (
     tcp_sysctls,
 )
 from pddbench.netem.topology_config import NetworkConfig, Shape
+
+if TYPE_CHECKING:
+    from pddbench.netem.wanrun import WanScheduleRun
 
 
 def _address_up(ipr: Any, ifname: str, address: str, prefix_len: int) -> int:
@@ -453,6 +456,11 @@ class Topology:
                 backend=sd.backend,
                 t_unix=time.time(),
                 t_mono=time.monotonic(),
+                rate_mbit=None if shape.rate_mbit is None else shape.rate_mbit * self.plan.scale,
+                delay_ms=shape.delay_ms,
+                jitter_ms=shape.jitter_ms,
+                loss_pct=shape.loss_pct,
+                up=not down,
             )
             records.append(record)
         with self._lock:
@@ -462,6 +470,40 @@ class Topology:
     def run_schedule(self, schedule: Schedule, t0: float | None = None) -> ScheduleRunner:
         """Apply ``schedule`` in the background, offsets from ``t0`` (monotonic, default now)."""
         return ScheduleRunner(schedule, self.apply_change, t0).start()
+
+    def start_wan_schedule(self, t0: float | None = None) -> WanScheduleRun | None:
+        """Start the configured ``[network.schedule]`` (None when there is none)."""
+        from pddbench.netem.wanrun import WanScheduleRun
+
+        if self.config.schedule.empty:
+            return None
+        return WanScheduleRun(self, time.monotonic() if t0 is None else t0)
+
+    def initial_records(self, t0: float) -> list[ChangeRecord]:
+        """Each WAN direction's state at ``t0``: the first row of its timeline."""
+        out = []
+        for key, sd in self.directions.items():
+            link, _, direction = key.partition(":")
+            shape = sd.shape
+            out.append(
+                ChangeRecord(
+                    link=link,
+                    direction=direction,
+                    changes={},
+                    backend=sd.backend,
+                    t_unix=time.time() - (time.monotonic() - t0),
+                    t_mono=t0,
+                    at_s=0.0,
+                    rate_mbit=None
+                    if shape.rate_mbit is None
+                    else shape.rate_mbit * self.plan.scale,
+                    delay_ms=shape.delay_ms,
+                    jitter_ms=shape.jitter_ms,
+                    loss_pct=shape.loss_pct,
+                    up=not sd.down,
+                )
+            )
+        return out
 
     def probe(
         self,

@@ -252,11 +252,12 @@ def _emulated(
 
     config = scenario.network_config()
     with Topology.up(config, new_run_id()) as topo:
+        from pddbench.netem.probe import write_link_probes
+
         info = DeploymentInfo(mode="emulated")
         instances: list[Instance] = []
+        probes: list[Any] = []
         if probe:
-            from pddbench.netem.probe import write_link_probes
-
             probes = topo.probe(bulk_seconds=1.0)
             if probes:  # a single-site topology has no WAN link to probe
                 write_link_probes(probes, str(paths.links))
@@ -310,10 +311,13 @@ def _emulated(
         info.instances = {i.name: i.url or "" for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
+        wan = topo.start_wan_schedule()  # [network.schedule]: from the replay's start
         try:
             yield info, instances, client_ns
         finally:
             _terminate([i.proc for i in instances])
+            if wan is not None:  # the schedule's timeline joins the probes in links.parquet
+                write_link_probes(probes, str(paths.links), wan.stop())
 
 
 def _jsonable(obj: object) -> object:
