@@ -41,6 +41,7 @@ class ErrorClass(StrEnum):
     STREAM = "stream"  # malformed or truncated stream, server-sent error event
     TIMEOUT = "timeout"
     INTEGRITY = "integrity"  # tokens duplicated / missing / reordered (reference servers)
+    OUTPUT_LENGTH = "output_length"  # zero, too few (with ignore_eos) or too many tokens
     CANCELLED = "cancelled"
     DEPENDENCY = "dependency"
 

@@ -209,10 +209,12 @@ def settle_record(
     clock: Clock,
     *,
     keep_token_times: bool = False,
+    exact_length: bool = True,
 ) -> RequestRecord:
     """Fill ``record`` from a stream that ended without a transport error, and judge it.
 
-    ``summary`` is ``reader.acc.summary(record.expected_output_tokens)``.
+    ``summary`` is ``reader.acc.summary()``; ``exact_length``: the request asked for
+    exactly its ``expected_output_tokens`` (``ignore_eos``), so fewer is a failure too.
     """
     finish_record(record, summary, clock)
     if keep_token_times:
@@ -225,7 +227,31 @@ def settle_record(
         return fail_record(
             record, clock, ErrorClass.INTEGRITY, summary.integrity_error or "integrity"
         )
+    problem = output_length_problem(summary, record.expected_output_tokens, exact=exact_length)
+    if problem is not None:
+        return fail_record(record, clock, ErrorClass.OUTPUT_LENGTH, problem)
     return record
+
+
+_COUNTED_BY = {"token_ids": "token ids", "usage": "usage", "chunks": "text chunks"}
+
+
+def output_length_problem(s: StreamSummary, asked: int, *, exact: bool) -> str | None:
+    """Why a complete stream's output-token count is not what was asked, or None.
+
+    Zero tokens where some were asked and more than asked are failures for every
+    request; fewer than asked only when the request asked for exactly ``asked``
+    (``exact``: ``ignore_eos``) and the count is known (token ids or usage; a count of
+    text chunks is a lower bound when a chunk may carry several tokens)."""
+    got = s.output_tokens
+    how = _COUNTED_BY.get(s.token_count_source, s.token_count_source)
+    if asked > 0 and got == 0:
+        return f"no output token (asked for {asked})"
+    if got > asked:
+        return f"{got} output tokens (by {how}), more than the {asked} asked"
+    if exact and got < asked and s.token_count_source != "chunks":
+        return f"{got} output tokens (by {how}), {asked} asked with ignore_eos"
+    return None
 
 
 def record_for(due: DueRequest, cached_theoretical: dict[str, int] | None) -> RequestRecord:

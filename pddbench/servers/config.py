@@ -127,6 +127,12 @@ def _check_address(v: str) -> str:
     return v
 
 
+def _known(kind: str, name: str, known: dict[str, object]) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {kind} profile {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
 class InstanceConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     role: Role
@@ -140,13 +146,9 @@ class InstanceConfig(_Strict):
 
     _addr = field_validator("address", "listen")(lambda v: v if v is None else _check_address(v))
 
-    @field_validator("hardware")
-    @classmethod
-    def _known_hardware(cls, v: str) -> str:
-        known = profiles.hardware_profiles()
-        if v not in known:
-            raise ValueError(f"unknown hardware profile {v!r}; known: {', '.join(sorted(known))}")
-        return v
+    _hardware = field_validator("hardware")(
+        lambda v: _known("hardware", v, profiles.hardware_profiles())
+    )
 
     @property
     def bind(self) -> str:
@@ -171,13 +173,7 @@ class DeploymentConfig(_Strict):
     handoff: HandoffSettings = HandoffSettings()
     instances: list[InstanceConfig]
 
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, v: str) -> str:
-        known = profiles.model_profiles()
-        if v not in known:
-            raise ValueError(f"unknown model profile {v!r}; known: {', '.join(sorted(known))}")
-        return v
+    _model = field_validator("model")(lambda v: _known("model", v, profiles.model_profiles()))
 
     @model_validator(mode="after")
     def _consistent(self) -> DeploymentConfig:

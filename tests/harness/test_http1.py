@@ -288,7 +288,7 @@ def test_sse_reader_feed_is_split_invariant(cuts: list[int]) -> None:
             stopped = True
             break
     assert stopped and reader.done
-    summary = acc.summary(5)
+    summary = acc.summary()
     assert summary.output_tokens == 5 and summary.chunks == 5
 
 
@@ -306,7 +306,7 @@ def test_deferred_sse_parses_later_with_arrival_stamps_and_stops_on_done_or_erro
     assert sink.feed(4.0, b"data: [DONE]\n\n")  # stop without parsing
     assert acc.chunks == 2 and not reader.done
     sink.drain()
-    assert reader.done and acc.summary(2).first_token_s == 1.0
+    assert reader.done and acc.summary().first_token_s == 1.0
     acc2 = StreamAccumulator()
     reader2 = SseReader(acc2)
     sink2 = DeferredSse(reader2)
