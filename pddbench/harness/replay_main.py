@@ -32,6 +32,7 @@ from pddbench.harness.resume import ResumePoint
 from pddbench.harness.rundir import (
     RunPaths,
     base_manifest,
+    check_out_root,
     file_digest,
     new_run,
     read_manifest,
@@ -139,6 +140,7 @@ def replay_main(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
     # everything the user gave is checked before a run folder exists or a server starts
+    check_out_root(out_root)
     if target is not None:
         if scenarios:
             raise UserError("--target drives an existing endpoint: give no --scenario with it")
