@@ -13,6 +13,7 @@ import click
 
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, emulation_problem, enter_netns
 from pddbench.harness.drive.client import ApiKind
 from pddbench.harness.drive.live import LiveView
@@ -130,6 +131,8 @@ def replay_main(
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
+    if target is None:  # before the trace is read: refuse in one line, first
+        require_emulation([load_scenario(n) for n in scenarios], emulate)
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
     if default_note:
@@ -240,7 +243,7 @@ def resume_main(
             manifest,
             plan=plan,
             options=options,
-            emulate=emulate and "emulation_fallback" not in manifest,
+            emulate=emulate and not _recorded_unemulated(manifest),
             check_probes=check_probes,
             resume=point,
         )
@@ -248,6 +251,12 @@ def resume_main(
         return 1
     print_comparison([outcome.paths])
     return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _recorded_unemulated(manifest: dict[str, object]) -> bool:
+    """A run recorded without its WAN resumes without it (older runs: the fallback note)."""
+    status = EmulationStatus.of_manifest(manifest)
+    return "emulation_fallback" in manifest or (status is not None and status.missing)
 
 
 def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
@@ -281,6 +290,19 @@ def ready_scenarios(
     return scenarios
 
 
+def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
+    """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
+    a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
+    user saying so; those runs are labelled (``EmulationStatus``)."""
+    if emulate and any(s.network is not None for s in scenarios):
+        problem = emulation_problem()
+        if problem is not None:
+            raise UserError(
+                f"cannot emulate the WAN: {problem}; or pass --no-emulation to run on"
+                " loopback (the results are then labelled WAN NOT EMULATED)"
+            )
+
+
 def replay_scenarios(
     names: tuple[str, ...],
     *,
@@ -295,18 +317,7 @@ def replay_scenarios(
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = ready_scenarios(names, plan, options)
-    fallback = None
-    if emulate and any(s.network is not None for s in scenarios):
-        problem = emulation_problem()
-        if problem is not None:
-            fallback = f"WAN not emulated ({problem}); the servers run on loopback"
-            click.echo(
-                f"pddbench: WARNING: {fallback}. Transfer times are NOT the scenario's "
-                "links: run as root with iptables (or a netem kernel) for real numbers, or "
-                "pass --no-emulation to silence this.",
-                err=True,
-            )
-            emulate = False
+    require_emulation(scenarios, emulate)
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:
@@ -314,8 +325,11 @@ def replay_scenarios(
         manifest = base_manifest(argv=argv, run_id=paths.run_id)
         manifest["scenario"] = scenario.manifest()
         manifest["trace"] = trace_info
-        if fallback is not None:
-            manifest["emulation_fallback"] = fallback
+        EmulationStatus(
+            applicable=scenario.network is not None,
+            emulated=emulate and scenario.network is not None,
+            reason="" if emulate else "--no-emulation",
+        ).write(manifest)
         write_manifest(paths, manifest)
         outcome = replay_one(
             scenario,

@@ -270,7 +270,8 @@ def locust_options(f):
     "--no-emulation",
     is_flag=True,
     help="Run the scenarios' servers on loopback without the emulated network "
-    "(no root needed; transfer times are then not the WAN's).",
+    "(no root needed; transfer times are then not the WAN's, and every report of the "
+    "runs says WAN NOT EMULATED). Without it, replay refuses where it cannot emulate.",
 )
 @click.option(
     "--fail-on-errors",
