@@ -8,8 +8,11 @@ Owns what a serving engine decides, without sockets or clocks (callers pass ``no
   that can never fit is refused at once;
 * **batching** — each step is one forward pass: the decode batch (up to ``max_batch``
   sequences, one token each), pending extend segments, and prefill chunks
-  (``chunk_tokens`` budget; one sequence per step unless ``prefill_packing``, so a short last
-  chunk is a step of its own); the step's duration comes from
+  (``chunk_tokens`` budget, packed across sequences as SGLang does by default, so a short
+  last chunk shares its step with the next prompt; ``prefill_packing = false`` gives each
+  sequence its own steps). Pending extends (Extend-Decode handoffs) run as a forward pass of
+  their own, queued behind the step in flight, as SGLang schedules an extend batch apart
+  from its decode batch (``mixed_extend`` mixes them instead); the step's duration comes from
   :func:`pddbench.servers.compute.step_cost`;
 * **progress** — when the caller reports that a step's modelled time has elapsed,
   ``complete`` advances the sequences and returns events (tokens, prefill progress, ...).
@@ -46,7 +49,8 @@ class Phase(StrEnum):
 @dataclass(frozen=True)
 class SchedulerConfig:
     chunk_tokens: int = 8192
-    prefill_packing: bool = False
+    prefill_packing: bool = True
+    mixed_extend: bool = False
     max_batch: int = 256
     step_overhead_s: float = 0.0005
     hbm_reserve_fraction: float = 0.1
@@ -305,11 +309,16 @@ class Engine:
         shape_extend: list[tuple[int, int]] = []
         batch = 0
         ctx_sum = 0
+        extending = not self.cfg.mixed_extend and any(
+            s.phase is Phase.EXTEND for s in self._running.values()
+        )
         for seq in self._running.values():
             if seq.phase is Phase.EXTEND:
                 k = seq.pending_extend
                 step.extend.append((seq, k))
                 shape_extend.append((k, seq.computed + seq.processed))
+            elif extending:
+                continue  # an extend batch is a forward pass of its own; decode waits for it
             elif batch < self.cfg.max_batch:
                 step.decode.append(seq)
                 batch += 1
