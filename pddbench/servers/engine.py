@@ -81,6 +81,7 @@ class Seq:
     extend_final: bool = False
     node: Node | None = None
     private: int = 0
+    held: int = 0  # KV tokens this request holds against the instance's capacity
     chunks: int = 0
     t_submit: float = 0.0
     t_admit: float | None = None
@@ -173,6 +174,7 @@ class Engine:
         self._queue: list[Seq] = []  # waiting for admission, FIFO
         self._prefill: list[Seq] = []  # admitted, prompt being computed, FIFO
         self._running: dict[str, Seq] = {}  # DECODE / EXTEND, admission order
+        self._held_tokens = 0  # prompt + reserved output of admitted requests
         self.stats = EngineStats()
 
     # -- introspection ------------------------------------------------------------------
@@ -185,8 +187,15 @@ class Engine:
         return len(self._running)
 
     def load(self) -> float:
-        """Occupancy of the decode batch in [0, inf)."""
-        return len(self._running) / self.cfg.max_batch
+        """How saturated this instance is, in [0, inf): the largest of its KV memory held by
+        requests (their reservations and pinned prefixes, against capacity — so sequences
+        held against what memory allows), its decode batch against ``max_batch``, and 1.0 or
+        more while requests wait in the queue for memory."""
+        cap = self.pool.capacity_tokens
+        memory = self._held_tokens / cap if cap else 1.0
+        batch = len(self._running) / self.cfg.max_batch
+        load = max(memory, batch)
+        return max(load, 1.0) if self._queue else load
 
     def has_work(self) -> bool:
         return bool(self._prefill or self._running or self._queue)
@@ -233,6 +242,8 @@ class Engine:
             self._queue.pop(0)
             seq.node, seq.cached, seq.computed, seq.private = node, cached, cached, need
             seq.t_admit = now
+            seq.held = seq.prompt_len + seq.reserve_output
+            self._held_tokens += seq.held
             self.stats.cache_query_tokens += seq.prompt_len
             self.stats.cache_hit_tokens += cached
             if seq.compute_prompt:
@@ -427,6 +438,8 @@ class Engine:
         seq.node = node
 
     def _free(self, seq: Seq) -> None:
+        self._held_tokens -= seq.held
+        seq.held = 0
         if seq.node is not None:
             self.pool.tree.unpin(seq.node)
             seq.node = None
