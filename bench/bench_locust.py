@@ -40,13 +40,13 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pddbench.harness.client import ApiConfig  # noqa: E402
-from pddbench.harness.engine import AsyncioEngine, EngineConfig  # noqa: E402
-from pddbench.harness.locust_engine import run_locust_replay  # noqa: E402
-from pddbench.harness.player import SessionPlayer  # noqa: E402
-from pddbench.harness.records import Journal  # noqa: E402
-from pddbench.harness.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
-from pddbench.harness.rundir import base_manifest, new_run  # noqa: E402
+from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig  # noqa: E402
+from pddbench.harness.drive.client import ApiConfig  # noqa: E402
+from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
+from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
+from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
+from pddbench.harness.rundir.folder import base_manifest, new_run  # noqa: E402
+from pddbench.harness.rundir.records import Journal  # noqa: E402
 from pddbench.workloads.traceio import build_table, read_trace, write_trace  # noqa: E402
 
 OUTPUT_TOKENS = 32  # one SSE event per token + usage + [DONE] per request

@@ -8,7 +8,7 @@ Sections (run one, or ``all``)::
     .venv/bin/python bench/bench_servers.py perf        # 43 A + 32 B cluster at 50 req/s
 
 WAN: ``handoff`` and ``rld-share`` run the ``pdd`` scenario's deployment (variants of it)
-inside its emulated topology (pddbench.netem via pddbench.harness.deploy: one namespace and
+inside its emulated topology (pddbench.netem via pddbench.harness.deploy.systems: one namespace and
 host process per instance, the client in the ``client`` namespace; WAN 10 Gbit/s, 15 ms
 +-3 ms one way, rates and KV bytes scaled by emulation_scale 1000). They need root and
 iptables/NFQUEUE, like ``pddbench replay``. ``perf`` runs on plain loopback (no link
@@ -183,9 +183,9 @@ def run_emulated(
     emulated topology (pddbench.netem: one namespace per instance, the WAN link with its
     rate, delay and jitter; KV bytes and link rates scaled by ``emulation_scale``), run
     ``client(front_door)`` from the ``client`` namespace, tear everything down."""
-    from pddbench.harness.deploy import deploy, enter_netns
-    from pddbench.harness.rundir import RunPaths
-    from pddbench.harness.scenario import load_scenario
+    from pddbench.harness.config.scenario import load_scenario
+    from pddbench.harness.deploy.systems import deploy, enter_netns
+    from pddbench.harness.rundir.folder import RunPaths
 
     base = load_scenario("pdd")
     network = json.loads(json.dumps(base.network))
@@ -201,7 +201,7 @@ def run_emulated(
 
 def emulated_pdd(**over: Any) -> dict[str, Any]:
     """The ``pdd`` scenario's deployment with some sections overridden."""
-    from pddbench.harness.scenario import load_scenario
+    from pddbench.harness.config.scenario import load_scenario
 
     dep = json.loads(json.dumps(load_scenario("pdd").deployment))
     for k, v in over.items():

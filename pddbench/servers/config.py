@@ -61,7 +61,8 @@ class _Strict(BaseModel):
 
 class SchedulerSettings(_Strict):
     chunk_tokens: int = Field(8192, ge=1)
-    prefill_packing: bool = False
+    prefill_packing: bool = True  # pack chunks of several prompts into one step (SGLang)
+    mixed_extend: bool = False  # run handoff extends inside decode steps (SGLang: apart)
     max_batch: int = Field(256, ge=1)
     step_overhead_s: float = Field(0.0005, ge=0)
     hbm_reserve_fraction: float = Field(0.1, ge=0, lt=1)
@@ -71,6 +72,7 @@ class SchedulerSettings(_Strict):
         return SchedulerConfig(
             chunk_tokens=self.chunk_tokens,
             prefill_packing=self.prefill_packing,
+            mixed_extend=self.mixed_extend,
             max_batch=self.max_batch,
             step_overhead_s=self.step_overhead_s,
             hbm_reserve_fraction=self.hbm_reserve_fraction,
@@ -142,6 +144,7 @@ class InstanceConfig(_Strict):
     hardware: str = "h800-sxm"
     chips: int = Field(16, ge=1)
     prefix_cache: bool = True  # radix prefix cache (the decode-side cache on D / MD)
+    attention_dp: bool = False  # data-parallel attention (dense weights on every chip)
     scheduler: SchedulerSettings | None = None
 
     _addr = field_validator("address", "listen")(lambda v: v if v is None else _check_address(v))
@@ -220,6 +223,7 @@ class DeploymentConfig(_Strict):
             chips=inst.chips,
             model=profiles.model(self.model),
             step_overhead_s=self.scheduler_for(inst).step_overhead_s,
+            attention_dp=inst.attention_dp,
         )
 
     def capacity_tokens(self, inst: InstanceConfig) -> int:

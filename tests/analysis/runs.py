@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pddbench.harness.analysis.synthetic import SynthRun, manifest_for, synth_table
-from pddbench.harness.records import RECORDS_SCHEMA
+from pddbench.harness.rundir.records import RECORDS_SCHEMA
 
 DEFAULTS: dict[str, Any] = {
     "parent_request_id": None,

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from pddbench.cli import cli, main
 from pddbench.harness.analysis.registry import Direction
-from pddbench.harness.analysis_cli import regress_command
+from pddbench.harness.cli.report import regress_command
 from pddbench.harness.regress.verdict import RegressConfig, Verdict, judge
 from tests.analysis.runs import write_history
 

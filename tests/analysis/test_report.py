@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from pddbench.harness.analysis.synthetic import SynthRun
-from pddbench.harness.analysis_cli import report_command
+from pddbench.harness.cli.report import report_command
 from pddbench.harness.report.model import SECTIONS, build_report
 from pddbench.harness.report.render_check import check_render, find_chromium
 from pddbench.harness.report.write import Format, render, write_report

@@ -4,7 +4,7 @@
 requests are in flight; ``pddbench finalize`` must then recover every request that ended
 at least 1 s before the kill (the journal is flushed every second by a timer, not only
 when a later record arrives), and no server process the replay started may outlive it by
-more than 5 s (PDEATHSIG and the lifeline watcher, :mod:`pddbench.harness.lifeline`).
+more than 5 s (PDEATHSIG and the lifeline watcher, :mod:`pddbench.harness.deploy.lifeline`).
 
 * ``--target``: the fault server logs when it finished each response (the exact ground
   truth of which requests ended when).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pddbench.harness.engine_metrics import (
+from pddbench.harness.engines.metrics import (
     COMMON_METRICS,
     MAPPINGS,
     Engine,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from pddbench.errors import UserError
+from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.engines.cache import CACHE_ENV, stamp_matches, write_stamp
 from pddbench.harness.engines.install import install, llama_server, vllm_python
 from pddbench.harness.engines.launch import LaunchError, engine_argv
 from pddbench.harness.engines.requirements import check_runnable, has_nvidia_gpu
-from pddbench.harness.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = [sys.executable, "-m", "pddbench.harness.engines.launch"]

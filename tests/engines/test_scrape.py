@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from aiohttp import web
 
-from pddbench.harness.scrape import (
+from pddbench.harness.drive.scrape import (
     SERVER_METRICS_SCHEMA,
     MetricsScraper,
     metrics_targets,

@@ -8,10 +8,10 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 
-from pddbench.harness.client import ApiConfig
-from pddbench.harness.engine import AsyncioEngine, EngineConfig
-from pddbench.harness.player import PlannedRequest, SessionPlayer
-from pddbench.harness.records import Journal, finalize_journal
+from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
+from pddbench.harness.drive.client import ApiConfig
+from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
+from pddbench.harness.rundir.records import Journal, finalize_journal
 from pddbench.tokens import TokenStream
 from tests.harness.sse_server import LOG, RunningServer
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pddbench.harness.http1 import ConnectFailed, ExchangeTimeout, Http1Pool, StreamCut
-from pddbench.harness.stream import StreamAccumulator
-from pddbench.harness.stream_records import SseReader
+from pddbench.harness.drive.aio.http1 import ConnectFailed, ExchangeTimeout, Http1Pool, StreamCut
+from pddbench.harness.drive.stream import StreamAccumulator
+from pddbench.harness.drive.stream_records import SseReader
 
 Script = Callable[[int], list[bytes]]  # request number -> pieces to write
 
@@ -293,7 +293,7 @@ def test_sse_reader_feed_is_split_invariant(cuts: list[int]) -> None:
 
 
 def test_deferred_sse_parses_later_with_arrival_stamps_and_stops_on_done_or_error() -> None:
-    from pddbench.harness.stream_records import DeferredSse
+    from pddbench.harness.drive.stream_records import DeferredSse
 
     ev = b'data: {"choices":[{"text":"error","token_ids":[%d]}]}\n\n'
     acc = StreamAccumulator()

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.harness.client import ApiConfig
-from pddbench.harness.locust_engine import run_locust_replay
-from pddbench.harness.replay import ReplayOptions, ReplayPlan, prepare, run_replay
-from pddbench.harness.rundir import RunPaths, base_manifest, new_run
+from pddbench.harness.drive.client import ApiConfig
+from pddbench.harness.drive.locust import run_locust_replay
+from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, run_replay
+from pddbench.harness.rundir.folder import RunPaths, base_manifest, new_run
 from pddbench.workloads.traceio import build_table, read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,9 +265,9 @@ def test_unreachable_server_and_duration_cap(tmp_path) -> None:
 _RUN_SCRIPT = """
 import sys
 from pathlib import Path
-from pddbench.harness.locust_engine import run_locust_replay
-from pddbench.harness.replay import ReplayOptions, prepare
-from pddbench.harness.rundir import base_manifest, new_run
+from pddbench.harness.drive.locust import run_locust_replay
+from pddbench.harness.drive.replay import ReplayOptions, prepare
+from pddbench.harness.rundir.folder import base_manifest, new_run
 from pddbench.workloads.traceio import read_trace
 trace, url, out = sys.argv[1:4]
 options = ReplayOptions()
@@ -313,7 +313,7 @@ def test_ctrl_c_stops_workers_and_finalises_an_interrupted_run(tmp_path, server)
 
 def test_harness_process_never_imports_gevent() -> None:
     code = (
-        "import sys, pddbench.harness.locust_engine as e; e.run_locust_replay; e.LocustSettings; "
+        "import sys, pddbench.harness.drive.locust as e; e.run_locust_replay; e.LocustSettings; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('gevent', 'locust', 'zmq')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -324,7 +324,7 @@ def test_harness_process_never_imports_gevent() -> None:
 _WAKER_SCRIPT = """
 from gevent import monkey; monkey.patch_all()
 import time, gevent.event
-from pddbench.harness.locust_engine.waker import PreciseWaker
+from pddbench.harness.drive.locust.waker import PreciseWaker
 ev = gevent.event.Event()
 waker = PreciseWaker(ev.set)
 late = []

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pddbench.harness.client import ApiConfig, ApiKind
-from pddbench.harness.framing import FramingError, ResponseFramer
-from pddbench.harness.locust_engine.clock_sync import ClockSample, estimate
-from pddbench.harness.locust_engine.cpu import cpu_verdict
-from pddbench.harness.locust_engine.job import (
+from pddbench.harness.drive.client import ApiConfig, ApiKind
+from pddbench.harness.drive.framing import FramingError, ResponseFramer
+from pddbench.harness.drive.locust.clock_sync import ClockSample, estimate
+from pddbench.harness.drive.locust.cpu import cpu_verdict
+from pddbench.harness.drive.locust.job import (
     RECORD_FIELDS,
     options_from_dict,
     options_to_dict,
@@ -26,14 +26,14 @@ from pddbench.harness.locust_engine.job import (
     shard_chunks,
     table_from_chunks,
 )
-from pddbench.harness.locust_engine.run_state import WorkerState, cap_hit, judge_run
-from pddbench.harness.locust_engine.sharding import ShardSummary, shard_plan, task_groups
-from pddbench.harness.player import OnError, PlannedRequest, ThinkPolicy
-from pddbench.harness.records import RequestRecord
-from pddbench.harness.replay import ReplayOptions
-from pddbench.harness.session_plan import Selection
-from pddbench.harness.stream import StreamAccumulator
-from pddbench.harness.stream_records import SseReader, settle_record
+from pddbench.harness.drive.locust.run_state import WorkerState, cap_hit, judge_run
+from pddbench.harness.drive.locust.sharding import ShardSummary, shard_plan, task_groups
+from pddbench.harness.drive.replay import ReplayOptions
+from pddbench.harness.drive.stream import StreamAccumulator
+from pddbench.harness.drive.stream_records import SseReader, settle_record
+from pddbench.harness.plan.player import OnError, PlannedRequest, ThinkPolicy
+from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.rundir.records import RequestRecord
 
 # ------------------------------------------------------------------ sharding
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
-from pddbench.harness.session_plan import Selection, plan_requests
+from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
+from pddbench.harness.plan.sessions import Selection, plan_requests
 from pddbench.workloads.traceio import build_table
 
 

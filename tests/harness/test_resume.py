@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pddbench.harness.player import OnError, PlannedRequest, SessionPlayer
-from pddbench.harness.resume import ResumePoint, remaining_plan
+from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer
+from pddbench.harness.plan.resume import ResumePoint, remaining_plan
 
 
 def req(rid: str, parent: str | None, arrival: float, think: float = 0.5) -> PlannedRequest:

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pddbench.errors import UserError
-from pddbench.harness.scenario import builtin_scenarios, load_scenario, parse_scenario
+from pddbench.harness.config.scenario import builtin_scenarios, load_scenario, parse_scenario
 from tests.harness.test_replay_cli import ROOT, _trace
 
 PDDBENCH = [sys.executable, "-m", "pddbench"]

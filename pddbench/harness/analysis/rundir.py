@@ -2,7 +2,7 @@
 
 Owns the layout and the checks of a run folder — and only reading it:
 
-    <run>/requests.parquet        one row per request (harness.records.RECORDS_SCHEMA)
+    <run>/requests.parquet        one row per request (harness.rundir.records.RECORDS_SCHEMA)
     <run>/manifest.json           {"run_id", "scenario": {name, sla, cost, ...}, "trace": {...},
                                    "started_at", "ended_at", "duration_s", "links": [...]}
     <run>/server_metrics.parquet  optional

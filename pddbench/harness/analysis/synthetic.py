@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pddbench.harness.records import RECORDS_SCHEMA
+from pddbench.harness.rundir.records import RECORDS_SCHEMA
 
 SYSTEMS = ("same-dc-pd", "cross-dc-pd", "pdd")
 KV_BYTES_PER_TOKEN = 50_000

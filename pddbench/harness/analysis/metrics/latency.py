@@ -13,7 +13,7 @@ What each ITL metric means — they are different numbers, do not compare one wi
 * ``itl_req_max`` — each request's largest interval (stalls, handoff seams).
 
 A chunk carrying k tokens contributes k intervals (its gap split evenly; extra tokens in
-the first chunk contribute 0 s intervals) — see ``harness/stream.py``.
+the first chunk contribute 0 s intervals) — see ``harness/drive/stream.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""What a run is configured from: scenarios (systems under test and their conditions)."""

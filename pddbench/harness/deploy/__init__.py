@@ -1,0 +1,1 @@
+"""Bringing a scenario's systems up and down (processes, namespaces, health, teardown)."""

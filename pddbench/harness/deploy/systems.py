@@ -1,0 +1,403 @@
+"""Deployment: bring a scenario's systems up (emulated network or loopback), health, teardown.
+
+Owns starting instances as processes — reference servers through the same
+instance-command path as real engines — waiting until they are healthy (on failure: which
+instance, its exit status and the tail of its log), giving the replay a front-door URL and
+a way to run the client where the scenario places it, probing the emulated links before
+traffic starts (refusing to start when they are off), and tearing everything down on
+success, error, Ctrl-C or SIGTERM.
+
+* Emulated (a ``[network]`` and root): one namespace per instance via ``pddbench.netem``;
+  each reference instance is one host process in its namespace; the client runs in the
+  ``client`` namespace (this thread enters it for the replay, never the root namespace).
+* Loopback (no ``[network]``, or ``--no-emulation``): reference instances in one host
+  process on 127.0.0.1 ports chosen by the OS; engines on their configured ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from pddbench.errors import UserError
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.deploy.lifeline import Lifeline, child_setup
+from pddbench.harness.rundir.folder import RunPaths
+
+REFERENCE_PORT = 8000
+
+
+@dataclass
+class Instance:
+    """A started process of the deployment."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    url: str | None = None  # base URL, when known
+    health_path: str = "/health"
+    startup_timeout_s: float = 60.0
+
+
+@dataclass
+class DeploymentInfo:
+    """What the manifest records about a deployment."""
+
+    mode: str  # "emulated" | "loopback"
+    front_door: str = ""
+    instances: dict[str, str] = field(default_factory=dict)  # name -> URL
+    topology: dict[str, Any] | None = None
+    links: list[dict[str, Any]] = field(default_factory=list)
+
+
+def log_tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def _terminate(
+    procs: list[subprocess.Popen[bytes]], timeout_s: float = 5.0, *, groups: bool = False
+) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``; ``groups``: each process leads its own
+    session, and its whole group (an engine's workers too) gets the signals."""
+
+    def signal_(p: subprocess.Popen[bytes], sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if groups:
+                os.killpg(p.pid, sig)
+            else:
+                p.send_signal(sig)
+
+    for p in procs:
+        if p.poll() is None:
+            signal_(p, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            signal_(p, signal.SIGKILL)
+            p.wait()
+        if groups:  # the leader is gone; what is left of its group goes now
+            signal_(p, signal.SIGKILL)
+
+
+def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_healthy(instances: list[Instance]) -> None:
+    """Poll every instance's health URL until all answer; fail with the culprit's story."""
+    pending = [i for i in instances if i.url is not None]
+    start = time.monotonic()
+    while pending:
+        for inst in list(pending):
+            code = inst.proc.poll()
+            if code is not None:
+                raise UserError(
+                    f"instance {inst.name} exited with status {code} during start-up: "
+                    f"{log_tail(inst.log) or '(empty log)'} [log: {inst.log}]"
+                )
+            if _http_ok(f"{inst.url}{inst.health_path}"):
+                pending.remove(inst)
+            elif time.monotonic() - start > inst.startup_timeout_s:
+                raise UserError(
+                    f"instance {inst.name} not healthy after {inst.startup_timeout_s:g} s "
+                    f"({inst.url}{inst.health_path}): {log_tail(inst.log) or '(empty log)'}"
+                )
+        if pending:
+            time.sleep(0.1)
+
+
+def _read_announcements(
+    proc: subprocess.Popen[bytes], log: Path, timeout_s: float
+) -> dict[str, str]:
+    """``instance <id> <role> <url>`` lines of a host process until ``ready``."""
+    assert proc.stdout is not None
+    urls: dict[str, str] = {}
+    deadline = time.monotonic() + timeout_s
+    with open(log, "ab") as sink:
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                code = proc.wait(timeout=5)
+                raise UserError(
+                    f"reference host exited with status {code} during start-up: "
+                    f"{log_tail(log) or '(empty log)'}"
+                )
+            sink.write(line)
+            sink.flush()
+            words = line.decode(errors="replace").split()
+            if words[:1] == ["instance"] and len(words) >= 4:
+                urls[words[1]] = words[3]
+            elif words[:1] == ["ready"]:
+                return urls
+    raise UserError(f"reference host not ready after {timeout_s:g} s: {log_tail(log)}")
+
+
+def _drain(stream: IO[bytes] | None, log: Path) -> None:
+    """Copy the rest of a child's stdout into its log (in a daemon thread)."""
+    import threading
+
+    if stream is None:
+        return
+
+    def pump() -> None:
+        with open(log, "ab") as sink:
+            for line in stream:
+                sink.write(line)
+                sink.flush()
+
+    threading.Thread(target=pump, daemon=True).start()
+
+
+def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[str, Any]:
+    """The reference deployment with instance addresses and the emulation byte scale."""
+    assert scenario.deployment is not None
+    dep = json.loads(json.dumps(scenario.deployment))
+    dep.setdefault("name", scenario.name)
+    if scenario.network is not None:
+        dep["byte_scale"] = 1.0 / scenario.emulation_scale
+    for inst in dep["instances"]:
+        inst["address"] = addresses[inst["id"]]
+        inst.pop("listen", None)
+    return dep
+
+
+def _engine_argv(
+    engine: Any, host: str, paths: RunPaths, addresses: dict[str, str]
+) -> list[str]:
+    values = {
+        "host": host,
+        "port": str(engine.port),
+        "python": sys.executable,
+        "name": engine.name,
+        "run_dir": str(paths.root),
+        "addr": addresses,  # {addr[NAME]}: instance NAME's host:port
+    }
+    try:
+        return [part.format(**values) for part in engine.command]
+    except (KeyError, IndexError) as exc:
+        raise UserError(f"engine {engine.name}: unknown placeholder {exc} in command") from None
+
+
+@contextlib.contextmanager
+def _loopback(
+    scenario: Scenario, paths: RunPaths
+) -> Iterator[tuple[DeploymentInfo, list[Instance]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    instances: list[Instance] = []
+    info = DeploymentInfo(mode="loopback")
+    lifeline = Lifeline()  # the servers die with the harness, even on SIGKILL
+    try:
+        if scenario.is_reference:
+            addresses = {name: "127.0.0.1:0" for name, _ in scenario.instance_sites()}
+            cfg = paths.root / "deployment.json"
+            cfg.write_text(json.dumps(reference_deployment(scenario, addresses), indent=1))
+            log = paths.logs / "reference-host.log"
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pddbench.servers.host", "--config", str(cfg)],
+                stdout=subprocess.PIPE,
+                stderr=open(log, "ab"),  # noqa: SIM115
+                start_new_session=True,
+                preexec_fn=child_setup(),
+            )
+            procs.append(proc)
+            lifeline.watch(proc.pid)
+            urls = _read_announcements(proc, log, scenario.startup_timeout_s)
+            _drain(proc.stdout, log)
+            for name, url in urls.items():
+                instances.append(
+                    Instance(name, proc, log, url, "/health", scenario.startup_timeout_s)
+                )
+        else:
+            local = {e.name: f"127.0.0.1:{e.port}" for e in scenario.engines}
+            for engine in scenario.engines:
+                log = paths.logs / f"{engine.name}.log"
+                argv = _engine_argv(engine, "127.0.0.1", paths, local)
+                with open(log, "ab") as sink:  # the child keeps its own copy of the fd
+                    proc = subprocess.Popen(
+                        argv,
+                        stdout=sink,
+                        stderr=subprocess.STDOUT,
+                        env={**os.environ, **engine.env},
+                        start_new_session=True,
+                        preexec_fn=child_setup(),
+                    )
+                procs.append(proc)
+                lifeline.watch(proc.pid)
+                instances.append(
+                    Instance(
+                        engine.name,
+                        proc,
+                        log,
+                        f"http://127.0.0.1:{engine.port}",
+                        engine.health_path,
+                        engine.startup_timeout_s,
+                    )
+                )
+        wait_healthy(instances)
+        info.instances = {i.name: i.url or "" for i in instances}
+        info.front_door = info.instances[scenario.front_door_name]
+        yield info, instances
+    finally:
+        _terminate(procs, groups=True)
+        lifeline.release()
+
+
+@contextlib.contextmanager
+def _emulated(
+    scenario: Scenario, paths: RunPaths, *, probe: bool, check_probes: bool
+) -> Iterator[tuple[DeploymentInfo, list[Instance], str]]:
+    from pddbench.netem.topology import Topology, new_run_id
+
+    config = scenario.network_config()
+    with Topology.up(config, new_run_id()) as topo:
+        info = DeploymentInfo(mode="emulated")
+        instances: list[Instance] = []
+        if probe:
+            from pddbench.netem.probe import write_link_probes
+
+            probes = topo.probe(bulk_seconds=1.0)
+            if probes:  # a single-site topology has no WAN link to probe
+                write_link_probes(probes, str(paths.links))
+            info.links = [asdict(p) for p in probes]
+            if check_probes:
+                _check_probes(probes, scenario)
+        port = {e.name: e.port for e in scenario.engines}
+        addresses = {
+            name: f"{topo.address(name)}:{port.get(name, REFERENCE_PORT)}"
+            for name, _ in scenario.instance_sites()
+        }
+        if scenario.is_reference:
+            dep = reference_deployment(scenario, addresses)
+            for name, _ in scenario.instance_sites():
+                cfg = paths.root / f"host-{name}.json"
+                cfg.write_text(json.dumps({"deployment": dep, "serve": [name]}, indent=1))
+                log = paths.logs / f"{name}.log"
+                proc = topo.spawn(
+                    name,
+                    [sys.executable, "-m", "pddbench.servers.host", "--config", str(cfg)],
+                    log_path=log,
+                )
+                instances.append(
+                    Instance(
+                        name,
+                        proc,
+                        log,
+                        f"http://{addresses[name]}",
+                        "/health",
+                        scenario.startup_timeout_s,
+                    )
+                )
+        else:
+            for engine in scenario.engines:
+                log = paths.logs / f"{engine.name}.log"
+                argv = _engine_argv(engine, topo.address(engine.name), paths, addresses)
+                proc = topo.spawn(engine.name, argv, env=engine.env, log_path=log)
+                instances.append(
+                    Instance(
+                        engine.name,
+                        proc,
+                        log,
+                        f"http://{addresses[engine.name]}",
+                        engine.health_path,
+                        engine.startup_timeout_s,
+                    )
+                )
+        client_ns = topo.netns("client")
+        with enter_netns(client_ns):
+            wait_healthy(instances)
+        info.instances = {i.name: i.url or "" for i in instances}
+        info.front_door = info.instances[scenario.front_door_name]
+        info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
+        try:
+            yield info, instances, client_ns
+        finally:
+            _terminate([i.proc for i in instances])
+
+
+def _jsonable(obj: object) -> object:
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)  # type: ignore[arg-type]
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")  # type: ignore[union-attr]
+    return str(obj)
+
+
+def _check_probes(probes: list[Any], scenario: Scenario) -> None:
+    """Refuse to run when a link measures outside the scenario's probe tolerance."""
+    from pddbench.netem.probe import ProbeTolerance, check_probe
+
+    tolerance = ProbeTolerance(**scenario.probe_tolerance.model_dump())
+    problems = [line for p in probes for line in check_probe(p, tolerance)]
+    if problems:
+        raise UserError(f"link probes are off the configuration: {problems[0]}", details=problems)
+
+
+def emulation_problem() -> str | None:
+    """Why the WAN cannot be emulated on this machine, or None when it can.
+
+    Needs root (namespaces) and either the kernel's netem or nf_tables with the xt
+    NFQUEUE target (the userspace delay stage, steered over netlink).
+    """
+    from pddbench.netem.backend import emulation_problem as problem
+
+    return problem()
+
+
+@contextlib.contextmanager
+def enter_netns(name: str | None) -> Iterator[None]:
+    """Run the calling thread inside network namespace ``name`` for the block."""
+    if name is None:
+        yield
+        return
+    from pddbench.netem import nsutil
+
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(nsutil.netns_path(name), os.O_RDONLY)
+    try:
+        nsutil.setns(target)
+        try:
+            yield
+        finally:
+            nsutil.setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+
+
+@contextlib.contextmanager
+def deploy(
+    scenario: Scenario,
+    paths: RunPaths,
+    *,
+    emulate: bool = True,
+    probe: bool = True,
+    check_probes: bool = True,
+) -> Iterator[tuple[DeploymentInfo, str | None]]:
+    """Bring ``scenario`` up; yields (info, client namespace or None for loopback)."""
+    if emulate and scenario.network is not None:
+        with _emulated(scenario, paths, probe=probe, check_probes=check_probes) as (info, _, ns):
+            yield info, ns
+    else:
+        with _loopback(scenario, paths) as (info, _):
+            yield info, None

@@ -1,0 +1,407 @@
+"""The body of ``pddbench replay``: trace → plan → (deploy →) replay → finalise → compare.
+
+Kept apart from the click declarations so it can be called from tests and from other
+commands (capacity search, nightly) with the same semantics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import click
+
+from pddbench.errors import TraceError, UserError
+from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
+from pddbench.harness.deploy.systems import deploy, emulation_problem, enter_netns
+from pddbench.harness.drive.client import ApiKind
+from pddbench.harness.drive.live import LiveView
+from pddbench.harness.drive.locust import LocustSettings
+from pddbench.harness.drive.replay import (
+    ReplayOptions,
+    ReplayOutcome,
+    ReplayPlan,
+    check_prompts,
+    prepare,
+    prepare_theoretical,
+    run_replay,
+)
+from pddbench.harness.drive.scrape import metrics_targets
+from pddbench.harness.engines.requirements import check_runnable
+from pddbench.harness.plan.default_window import default_selection
+from pddbench.harness.plan.resume import ResumePoint
+from pddbench.harness.report.summary import print_comparison
+from pddbench.harness.rundir.folder import (
+    RunPaths,
+    base_manifest,
+    check_out_root,
+    file_digest,
+    new_run,
+    read_manifest,
+    write_manifest,
+)
+from pddbench.harness.rundir.records import read_journal
+from pddbench.workloads.traceio import Trace, read_trace
+
+EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+
+
+def failed_requests(paths: RunPaths) -> tuple[int, dict[str, int]]:
+    """(records, failed requests by error class) of a finalised run folder."""
+    import pyarrow.parquet as pq
+
+    if not paths.requests.exists():
+        return 0, {}
+    table = pq.read_table(paths.requests, columns=["status", "error_class"])
+    counts: dict[str, int] = {}
+    for status, klass in zip(
+        table.column("status").to_pylist(), table.column("error_class").to_pylist(), strict=True
+    ):
+        if status != "ok":
+            key = str(klass or status)
+            counts[key] = counts.get(key, 0) + 1
+    return table.num_rows, counts
+
+
+def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
+    """1 when a run has no successful request (or, with ``fail_on_errors``, any failed
+    one), with one line per such run on stderr; else 0. Failed requests are data, but a
+    run in which nothing succeeded measured nothing it could stand behind."""
+    code = 0
+    for paths in runs:
+        records, by_class = failed_requests(paths)
+        failed = sum(by_class.values())
+        if records and (failed == records or (fail_on_errors and failed)):
+            classes = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items()))
+            what = "every request" if failed == records else f"{failed} of {records} requests"
+            click.echo(
+                f"pddbench: {paths.run_id}: {what} failed ({classes}); "
+                f"error rate {failed / records:.1%}",
+                err=True,
+            )
+            code = EXIT_FAILED
+    return code
+
+
+def load_trace(path: Path) -> Trace:
+    """Read the trace; a missing file gets a hint on how to make one."""
+    if not path.exists():
+        raise UserError(
+            f"trace {path} not found; make one with `pddbench trace synth --profile jan-feb "
+            f"-o {path}` or import one with "
+            f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
+        )
+    try:
+        return read_trace(path, for_replay=True)
+    except TraceError:
+        raise
+    except Exception as exc:
+        raise TraceError(f"{path}: cannot read trace ({type(exc).__name__}: {exc})") from None
+
+
+def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan) -> dict[str, object]:
+    return {
+        "path": str(path),
+        "digest": file_digest(path),
+        "requests": trace.num_requests,
+        "epoch": trace.epoch,
+        "source": trace.source,
+        "replayed": plan.selection_note,
+        "replayed_requests": len(plan.requests),
+    }
+
+
+def replay_main(
+    *,
+    trace_path: Path,
+    scenarios: tuple[str, ...],
+    target: str | None,
+    out_root: Path,
+    label: str | None,
+    options: ReplayOptions,
+    argv: list[str],
+    emulate: bool = True,
+    check_probes: bool = True,
+    locust: LocustSettings | None = None,
+    fail_on_errors: bool = False,
+) -> int:
+    """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    130 when interrupted; 1 when a scenario could not be deployed, when a run has no
+    successful request, or (``fail_on_errors``) when any request failed; else 0."""
+    if target is None:  # before the trace is read: refuse in one line, first
+        require_emulation([load_scenario(n) for n in scenarios], emulate)
+    trace = load_trace(trace_path)
+    options, default_note = default_selection(trace.table, options, trace.epoch)
+    if default_note:
+        click.echo(f"pddbench: {default_note}", err=True)
+    plan = prepare(trace, options)
+    if not plan.requests:
+        raise UserError(
+            "the selection keeps no request (check --window / --sample / --max-requests)"
+        )
+    # everything the user gave is checked before a run folder exists or a server starts
+    check_out_root(out_root)
+    if target is not None:
+        if scenarios:
+            raise UserError("--target drives an existing endpoint: give no --scenario with it")
+        check_prompts(plan, options)
+    else:
+        ready_scenarios(scenarios, plan, options)
+    click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
+    trace_info = trace_manifest(trace, trace_path, plan)
+    runs: list[RunPaths] = []
+    interrupted = False
+    if target is not None:
+        paths = new_run(out_root, label or "target")
+        manifest = base_manifest(argv=argv, run_id=paths.run_id)
+        manifest["scenario"] = {
+            "name": label or "target",
+            "deployment": "external",
+            "target": target,
+            "emulation": None,
+        }
+        manifest["trace"] = trace_info
+        if locust is not None:
+            outcome = locust.run(plan, options, target, paths, manifest, label=label or "target")
+        else:
+            outcome = run_replay(
+                plan, options, target, paths, manifest, live=LiveView(label or "target")
+            )
+        runs.append(outcome.paths)
+        interrupted = outcome.interrupted
+    else:
+        runs, interrupted, failed = replay_scenarios(
+            scenarios,
+            plan=plan,
+            options=options,
+            out_root=out_root,
+            argv=argv,
+            trace_info=trace_info,
+            emulate=emulate,
+            check_probes=check_probes,
+            locust=locust,
+        )
+        if failed and not interrupted:
+            print_comparison(runs)
+            failure_status(runs, fail_on_errors=fail_on_errors)
+            return EXIT_FAILED
+    print_comparison(runs)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return failure_status(runs, fail_on_errors=fail_on_errors)
+
+
+def resume_main(
+    run_dir: Path,
+    *,
+    trace_path: Path,
+    options: ReplayOptions,
+    emulate: bool = True,
+    check_probes: bool = True,
+) -> int:
+    """Continue an interrupted run in its own folder (``pddbench replay --resume RUN``).
+
+    ``trace_path`` and ``options`` are the run's own (re-read from its manifest's command
+    line); the plan is rebuilt from them and only what the journal has not settled is
+    sent (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
+    caches start cold: the manifest's ``resumes`` entry says where that happened."""
+    paths = RunPaths(run_dir)
+    manifest = read_manifest(paths)
+    if manifest.get("status") == "complete":
+        raise UserError(f"{run_dir}: the run is complete; nothing to resume")
+    if not paths.journal.exists():
+        raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
+    trace = load_trace(trace_path)
+    recorded = manifest.get("trace")
+    if isinstance(recorded, dict) and recorded.get("digest") != file_digest(trace_path):
+        raise UserError(f"{trace_path} changed since run {paths.run_id}; cannot resume it")
+    options, _ = default_selection(trace.table, options, trace.epoch)
+    plan = prepare(trace, options)
+    point = ResumePoint.from_rows(read_journal(paths.journal)[0])
+    click.echo(
+        f"pddbench: resuming {paths.run_id} at t={point.elapsed_s:.1f} s: "
+        f"{len(point.settled)} of {len(plan.requests)} requests settled",
+        err=True,
+    )
+    scenario_data = manifest.get("scenario")
+    if not isinstance(scenario_data, dict):
+        raise UserError(f"{run_dir}: the manifest has no scenario")
+    if scenario_data.get("deployment") == "external":
+        target = str(scenario_data["target"])
+        outcome: ReplayOutcome | None = run_replay(
+            plan, options, target, paths, manifest, live=LiveView(paths.run_id), resume=point
+        )
+    else:
+        scenario = Scenario.model_validate(scenario_data)
+        check_runnable(scenario.name, scenario.requires)
+        outcome = replay_one(
+            scenario,
+            paths,
+            manifest,
+            plan=plan,
+            options=options,
+            emulate=emulate and not _recorded_unemulated(manifest),
+            check_probes=check_probes,
+            resume=point,
+        )
+    if outcome is None:
+        return 1
+    print_comparison([outcome.paths])
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _recorded_unemulated(manifest: dict[str, object]) -> bool:
+    """A run recorded without its WAN resumes without it (older runs: the fallback note)."""
+    status = EmulationStatus.of_manifest(manifest)
+    return "emulation_fallback" in manifest or (status is not None and status.missing)
+
+
+def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
+    """The replay options with what the scenario says about its client and servers."""
+    client = scenario.client
+    api = dataclasses.replace(
+        options.api,
+        kind=ApiKind(client.api),
+        model=options.api.model or client.model,
+        path=options.api.path or client.path,
+    )
+    return dataclasses.replace(
+        options,
+        api=api,
+        vocab_size=client.vocab_size,
+        first_token_id=client.first_token_id,
+        cache_block_size=client.cache_block_size,
+        integrity_seed=scenario.integrity_seed,
+    )
+
+
+def ready_scenarios(
+    names: tuple[str, ...], plan: ReplayPlan, options: ReplayOptions
+) -> list[Scenario]:
+    """Every scenario loaded, validated and checked runnable with this plan, before any
+    is deployed (one line naming the problem otherwise)."""
+    scenarios = [load_scenario(n) for n in names]
+    for s in scenarios:
+        check_runnable(s.name, s.requires)
+        check_prompts(plan, scenario_options(options, s))
+    return scenarios
+
+
+def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
+    """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
+    a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
+    user saying so; those runs are labelled (``EmulationStatus``)."""
+    if emulate and any(s.network is not None for s in scenarios):
+        problem = emulation_problem()
+        if problem is not None:
+            raise UserError(
+                f"cannot emulate the WAN: {problem}; or pass --no-emulation to run on"
+                " loopback (the results are then labelled WAN NOT EMULATED)"
+            )
+
+
+def replay_scenarios(
+    names: tuple[str, ...],
+    *,
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    out_root: Path,
+    argv: list[str],
+    trace_info: dict[str, object],
+    emulate: bool,
+    check_probes: bool,
+    locust: LocustSettings | None = None,
+) -> tuple[list[RunPaths], bool, int]:
+    """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
+    scenarios = ready_scenarios(names, plan, options)
+    require_emulation(scenarios, emulate)
+    runs: list[RunPaths] = []
+    failed = 0
+    for scenario in scenarios:
+        paths = new_run(out_root, scenario.name)
+        manifest = base_manifest(argv=argv, run_id=paths.run_id)
+        manifest["scenario"] = scenario.manifest()
+        manifest["trace"] = trace_info
+        EmulationStatus(
+            applicable=scenario.network is not None,
+            emulated=emulate and scenario.network is not None,
+            reason="" if emulate else "--no-emulation",
+        ).write(manifest)
+        write_manifest(paths, manifest)
+        outcome = replay_one(
+            scenario,
+            paths,
+            manifest,
+            plan=plan,
+            options=options,
+            emulate=emulate,
+            check_probes=check_probes,
+            locust=locust,
+        )
+        if outcome is None:
+            failed += 1
+            continue
+        runs.append(outcome.paths)
+        if outcome.interrupted:
+            return runs, True, failed
+    return runs, False, failed
+
+
+def replay_one(
+    scenario: Scenario,
+    paths: RunPaths,
+    manifest: dict[str, object],
+    *,
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    emulate: bool,
+    check_probes: bool,
+    locust: LocustSettings | None = None,
+    resume: ResumePoint | None = None,
+) -> ReplayOutcome | None:
+    """Deploy one scenario, replay ``plan`` into ``paths``, tear down; None when it failed
+    (the failure is recorded in the manifest). Ctrl-C during deployment is an interrupted
+    outcome."""
+    opts = scenario_options(options, scenario)
+    run_plan = plan
+    if opts.cache_block_size != options.cache_block_size:
+        run_plan = prepare_theoretical(plan, opts)
+    click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
+    try:
+        with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
+            info,
+            client_ns,
+        ):
+            manifest["deployment"] = dataclasses.asdict(info)
+            manifest["links"] = info.links
+            with enter_netns(client_ns):
+                if locust is not None:  # master and workers start inside the namespace
+                    return locust.run(
+                        run_plan, opts, info.front_door, paths, manifest, label=scenario.name
+                    )
+                return run_replay(
+                    run_plan,
+                    opts,
+                    info.front_door,
+                    paths,
+                    manifest,
+                    live=LiveView(scenario.name),
+                    metrics_urls=metrics_targets(info.instances),
+                    resume=resume,
+                )
+    except KeyboardInterrupt:
+        _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
+        return ReplayOutcome(paths, 0, True, 0)
+    except UserError as exc:
+        click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
+        _record_failure(paths, manifest, str(exc), "failed")
+        return None
+
+
+def _record_failure(paths: RunPaths, manifest: dict[str, object], error: str, status: str) -> None:
+    manifest["status"] = status
+    manifest["error"] = error
+    write_manifest(paths, manifest)
