@@ -13,6 +13,7 @@ import click
 
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, emulation_problem, enter_netns
 from pddbench.harness.drive.client import ApiKind
 from pddbench.harness.drive.live import LiveView
@@ -21,6 +22,7 @@ from pddbench.harness.drive.replay import (
     ReplayOptions,
     ReplayOutcome,
     ReplayPlan,
+    check_prompts,
     prepare,
     prepare_theoretical,
     run_replay,
@@ -33,6 +35,7 @@ from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.rundir.folder import (
     RunPaths,
     base_manifest,
+    check_out_root,
     file_digest,
     new_run,
     read_manifest,
@@ -42,6 +45,44 @@ from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
 EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+
+
+def failed_requests(paths: RunPaths) -> tuple[int, dict[str, int]]:
+    """(records, failed requests by error class) of a finalised run folder."""
+    import pyarrow.parquet as pq
+
+    if not paths.requests.exists():
+        return 0, {}
+    table = pq.read_table(paths.requests, columns=["status", "error_class"])
+    counts: dict[str, int] = {}
+    for status, klass in zip(
+        table.column("status").to_pylist(), table.column("error_class").to_pylist(), strict=True
+    ):
+        if status != "ok":
+            key = str(klass or status)
+            counts[key] = counts.get(key, 0) + 1
+    return table.num_rows, counts
+
+
+def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
+    """1 when a run has no successful request (or, with ``fail_on_errors``, any failed
+    one), with one line per such run on stderr; else 0. Failed requests are data, but a
+    run in which nothing succeeded measured nothing it could stand behind."""
+    code = 0
+    for paths in runs:
+        records, by_class = failed_requests(paths)
+        failed = sum(by_class.values())
+        if records and (failed == records or (fail_on_errors and failed)):
+            classes = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items()))
+            what = "every request" if failed == records else f"{failed} of {records} requests"
+            click.echo(
+                f"pddbench: {paths.run_id}: {what} failed ({classes}); "
+                f"error rate {failed / records:.1%}",
+                err=True,
+            )
+            code = EXIT_FAILED
+    return code
 
 
 def load_trace(path: Path) -> Trace:
@@ -53,7 +94,7 @@ def load_trace(path: Path) -> Trace:
             f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
         )
     try:
-        return read_trace(path)
+        return read_trace(path, for_replay=True)
     except TraceError:
         raise
     except Exception as exc:
@@ -84,8 +125,14 @@ def replay_main(
     emulate: bool = True,
     check_probes: bool = True,
     locust: LocustSettings | None = None,
+    fail_on_errors: bool = False,
 ) -> int:
-    """Run the replays; returns the exit status (``locust``: use the Locust engine)."""
+    """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    130 when interrupted; 1 when a scenario could not be deployed, when a run has no
+    successful request, or (``fail_on_errors``) when any request failed; else 0."""
+    if target is None:  # before the trace is read: refuse in one line, first
+        require_emulation([load_scenario(n) for n in scenarios], emulate)
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
     if default_note:
@@ -95,13 +142,19 @@ def replay_main(
         raise UserError(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
+    # everything the user gave is checked before a run folder exists or a server starts
+    check_out_root(out_root)
+    if target is not None:
+        if scenarios:
+            raise UserError("--target drives an existing endpoint: give no --scenario with it")
+        check_prompts(plan, options)
+    else:
+        ready_scenarios(scenarios, plan, options)
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []
     interrupted = False
     if target is not None:
-        if scenarios:
-            raise UserError("--target drives an existing endpoint: give no --scenario with it")
         paths = new_run(out_root, label or "target")
         manifest = base_manifest(argv=argv, run_id=paths.run_id)
         manifest["scenario"] = {
@@ -133,9 +186,12 @@ def replay_main(
         )
         if failed and not interrupted:
             print_comparison(runs)
-            return 1
+            failure_status(runs, fail_on_errors=fail_on_errors)
+            return EXIT_FAILED
     print_comparison(runs)
-    return EXIT_INTERRUPTED if interrupted else 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return failure_status(runs, fail_on_errors=fail_on_errors)
 
 
 def resume_main(
@@ -187,7 +243,7 @@ def resume_main(
             manifest,
             plan=plan,
             options=options,
-            emulate=emulate and "emulation_fallback" not in manifest,
+            emulate=emulate and not _recorded_unemulated(manifest),
             check_probes=check_probes,
             resume=point,
         )
@@ -195,6 +251,12 @@ def resume_main(
         return 1
     print_comparison([outcome.paths])
     return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _recorded_unemulated(manifest: dict[str, object]) -> bool:
+    """A run recorded without its WAN resumes without it (older runs: the fallback note)."""
+    status = EmulationStatus.of_manifest(manifest)
+    return "emulation_fallback" in manifest or (status is not None and status.missing)
 
 
 def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
@@ -216,6 +278,31 @@ def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOption
     )
 
 
+def ready_scenarios(
+    names: tuple[str, ...], plan: ReplayPlan, options: ReplayOptions
+) -> list[Scenario]:
+    """Every scenario loaded, validated and checked runnable with this plan, before any
+    is deployed (one line naming the problem otherwise)."""
+    scenarios = [load_scenario(n) for n in names]
+    for s in scenarios:
+        check_runnable(s.name, s.requires)
+        check_prompts(plan, scenario_options(options, s))
+    return scenarios
+
+
+def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
+    """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
+    a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
+    user saying so; those runs are labelled (``EmulationStatus``)."""
+    if emulate and any(s.network is not None for s in scenarios):
+        problem = emulation_problem()
+        if problem is not None:
+            raise UserError(
+                f"cannot emulate the WAN: {problem}; or pass --no-emulation to run on"
+                " loopback (the results are then labelled WAN NOT EMULATED)"
+            )
+
+
 def replay_scenarios(
     names: tuple[str, ...],
     *,
@@ -229,21 +316,8 @@ def replay_scenarios(
     locust: LocustSettings | None = None,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
-    scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
-    fallback = None
-    if emulate and any(s.network is not None for s in scenarios):
-        problem = emulation_problem()
-        if problem is not None:
-            fallback = f"WAN not emulated ({problem}); the servers run on loopback"
-            click.echo(
-                f"pddbench: WARNING: {fallback}. Transfer times are NOT the scenario's "
-                "links: run as root with iptables (or a netem kernel) for real numbers, or "
-                "pass --no-emulation to silence this.",
-                err=True,
-            )
-            emulate = False
-    for s in scenarios:
-        check_runnable(s.name, s.requires)
+    scenarios = ready_scenarios(names, plan, options)
+    require_emulation(scenarios, emulate)
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:
@@ -251,8 +325,11 @@ def replay_scenarios(
         manifest = base_manifest(argv=argv, run_id=paths.run_id)
         manifest["scenario"] = scenario.manifest()
         manifest["trace"] = trace_info
-        if fallback is not None:
-            manifest["emulation_fallback"] = fallback
+        EmulationStatus(
+            applicable=scenario.network is not None,
+            emulated=emulate and scenario.network is not None,
+            reason="" if emulate else "--no-emulation",
+        ).write(manifest)
         write_manifest(paths, manifest)
         outcome = replay_one(
             scenario,

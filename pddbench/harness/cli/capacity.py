@@ -56,7 +56,8 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     )
     trace = load_trace(trace_path)
     base_speedup = options.selection.speedup
-    sla = with_overrides(sla_from_mapping(scenario.sla, where=f"scenario {scenario.name}"),
+    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
+    sla = with_overrides(sla_from_mapping(declared, where=f"scenario {scenario.name}"),
                          parse_sla_overrides(sla_text) if sla_text else {})
     target = target_pct if target_pct is not None else sla.target_pct
     argv = ["pddbench", *sys.argv[1:]]
@@ -108,5 +109,3 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
         click.echo(f"{scenario.name}: capacity x{result.capacity:g} of the base arrival rate "
                    f"(estimate x{result.estimate:g}) at {target:g}% SLA attainment")
     click.echo(f"curve: {Path(out_root) / 'capacity.json'}")
-
-

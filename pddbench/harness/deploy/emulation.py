@@ -1,0 +1,54 @@
+"""Whether a run's WAN was emulated: one record, written to the manifest and read by reports.
+
+``EmulationStatus`` is the only model of that fact: ``pddbench replay`` writes it into
+every run's manifest (``"emulation"``), the report reads it back with
+:meth:`EmulationStatus.of_manifest` and shows :meth:`banner` on its first screen, in the
+headline table's title and in the JSON. A scenario without a ``[network]`` (one site, no
+WAN) is ``applicable = False``: nothing to emulate, nothing to flag.
+Must not decide *whether* to emulate (the pipeline does) or render anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+MANIFEST_KEY = "emulation"
+
+
+class EmulationStatus(BaseModel):
+    """How a run's inter-datacenter network was provided."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    applicable: bool  # the scenario has a [network] (links between sites)
+    emulated: bool
+    reason: str = ""  # why not, when applicable and not emulated
+
+    @property
+    def missing(self) -> bool:
+        """The scenario has WAN links but they were not emulated."""
+        return self.applicable and not self.emulated
+
+    def banner(self) -> str:
+        return (
+            "WAN NOT EMULATED: the servers ran on loopback"
+            + (f" ({self.reason})" if self.reason else "")
+            + "; transfer times include none of the scenario's links, so these numbers say"
+            " nothing about cross-datacenter serving"
+        )
+
+    def write(self, manifest: dict[str, Any]) -> None:
+        manifest[MANIFEST_KEY] = self.model_dump()
+
+    @classmethod
+    def of_manifest(cls, manifest: dict[str, Any]) -> EmulationStatus | None:
+        """The status recorded in ``manifest`` (runs before this record: None)."""
+        data = manifest.get(MANIFEST_KEY)
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            return None
