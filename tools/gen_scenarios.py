@@ -50,18 +50,17 @@ vocab_size = 163840
 '''
 
 SLA = CLIENT + '''
-[sla]  # TTFT tail and whole-request targets PDD stresses; decode 10-30 ms/token
-ttft_s = 4.0
-tpot_s = 0.05
-e2e_s = 30.0
-target_pct = 99.0
+[sla]  # empty: the one default SLA, pddbench/harness/analysis/sla.py DEFAULT_SLA (TTFT 5 s,
+# TPOT 30 ms, E2E 30 s, met by 99 % of requests); a key set here overrides that field
 '''
 
 
 def cost(a: int, b: int, line: float) -> str:
     gpus = f"h800-sxm = {a}" + (f", h20 = {b}" if b else "")
     return f'''
-[cost]  # A-equivalents: one H800 = 1.0; H20 ~25% dearer; a dedicated inter-DC line ~0.3
+[cost]  # A-equivalents: one H800 = 1.0; a dedicated inter-DC line ~0.3 (inferred from the report)
+# ASSUMPTION, override here: h20 = 1.25 applies the PDD report's "B costs 20-30 % more than A"
+# to the H800 / H20 pair, whose market prices run the other way (an H20 lists below an H800)
 unit_price = {{ "h800-sxm" = 1.0, h20 = 1.25 }}
 gpus = {{ {gpus} }}
 line_cost = {line}
