@@ -50,18 +50,17 @@ vocab_size = 163840
 '''
 
 SLA = CLIENT + '''
-[sla]  # TTFT tail and whole-request targets PDD stresses; decode 10-30 ms/token
-ttft_s = 4.0
-tpot_s = 0.05
-e2e_s = 30.0
-target_pct = 99.0
+[sla]  # empty: the one default SLA, pddbench/harness/analysis/sla.py DEFAULT_SLA (TTFT 5 s,
+# TPOT 30 ms, E2E 30 s, met by 99 % of requests); a key set here overrides that field
 '''
 
 
 def cost(a: int, b: int, line: float) -> str:
     gpus = f"h800-sxm = {a}" + (f", h20 = {b}" if b else "")
     return f'''
-[cost]  # A-equivalents: one H800 = 1.0; H20 ~25% dearer; a dedicated inter-DC line ~0.3
+[cost]  # A-equivalents: one H800 = 1.0; a dedicated inter-DC line ~0.3 (inferred from the report)
+# ASSUMPTION, override here: h20 = 1.25 applies the PDD report's "B costs 20-30 % more than A"
+# to the H800 / H20 pair, whose market prices run the other way (an H20 lists below an H800)
 unit_price = {{ "h800-sxm" = 1.0, h20 = 1.25 }}
 gpus = {{ {gpus} }}
 line_cost = {line}
@@ -133,16 +132,18 @@ SCENARIOS = {
         description="Same-DC PD: 2 P + 2 D on H800 in DC A",
         body=deployment("pd", PD_SAME) + NETWORK_ONE_DC + SLA + cost(64, 0, 0.0)),
     "cross-dc-pd": dict(
-        title="Naive cross-datacenter PD (baseline)",
-        comment="H800 prefill in DC A, H20 decode in DC B; all uncached KV crosses the WAN.",
-        description="Naive cross-DC PD: 2 P (H800, DC A) -> 2 D (H20, DC B), decode-side cache",
-        body=deployment("pd", PD_CROSS) + NETWORK_TWO_DC + SLA + cost(32, 32, 0.3)),
-    "cross-dc-pd-nodrc": dict(
-        title="Naive cross-datacenter PD without a decode-side cache (E11 ablation)",
-        comment="As cross-dc-pd, but D keeps no prefix cache: every request ships its whole KV.",
-        description="Naive cross-DC PD without decode-side radix cache",
+        title="Naive cross-datacenter PD (baseline): no decode-side cache",
+        comment="H800 prefill in DC A, H20 decode in DC B; D keeps no prefix cache, so every "
+        "request ships its whole KV over the WAN\n# (a 64K prompt: 3 GB, ~2.4 s at 10 Gbit/s).",
+        description="Naive cross-DC PD: 2 P (H800, DC A) -> 2 D (H20, DC B), no decode-side cache",
         body=deployment("pd", PD_CROSS, md_cache=False) + NETWORK_TWO_DC + SLA
         + cost(32, 32, 0.3)),
+    "cross-dc-pd-drc": dict(
+        title="Cross-datacenter PD with a decode-side radix cache (second baseline, E11)",
+        comment="As cross-dc-pd, but D keeps a prefix cache: only the suffix D lacks crosses "
+        "the WAN.",
+        description="Cross-DC PD with decode-side radix cache: 2 P (H800, DC A) -> 2 D (H20, DC B)",
+        body=deployment("pd", PD_CROSS) + NETWORK_TWO_DC + SLA + cost(32, 32, 0.3)),
     "pdd": dict(
         title="PDD: Prefill - RelayDecode - MainDecode",
         comment="Hit-rate-aware routing, dual-path KV, Extend-Decode, adaptive handoff.",

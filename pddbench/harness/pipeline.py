@@ -22,6 +22,7 @@ from pddbench.harness.drive.replay import (
     ReplayOptions,
     ReplayOutcome,
     ReplayPlan,
+    check_prompts,
     prepare,
     prepare_theoretical,
     run_replay,
@@ -34,6 +35,7 @@ from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.rundir.folder import (
     RunPaths,
     base_manifest,
+    check_out_root,
     file_digest,
     new_run,
     read_manifest,
@@ -43,6 +45,44 @@ from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
 EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+
+
+def failed_requests(paths: RunPaths) -> tuple[int, dict[str, int]]:
+    """(records, failed requests by error class) of a finalised run folder."""
+    import pyarrow.parquet as pq
+
+    if not paths.requests.exists():
+        return 0, {}
+    table = pq.read_table(paths.requests, columns=["status", "error_class"])
+    counts: dict[str, int] = {}
+    for status, klass in zip(
+        table.column("status").to_pylist(), table.column("error_class").to_pylist(), strict=True
+    ):
+        if status != "ok":
+            key = str(klass or status)
+            counts[key] = counts.get(key, 0) + 1
+    return table.num_rows, counts
+
+
+def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
+    """1 when a run has no successful request (or, with ``fail_on_errors``, any failed
+    one), with one line per such run on stderr; else 0. Failed requests are data, but a
+    run in which nothing succeeded measured nothing it could stand behind."""
+    code = 0
+    for paths in runs:
+        records, by_class = failed_requests(paths)
+        failed = sum(by_class.values())
+        if records and (failed == records or (fail_on_errors and failed)):
+            classes = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items()))
+            what = "every request" if failed == records else f"{failed} of {records} requests"
+            click.echo(
+                f"pddbench: {paths.run_id}: {what} failed ({classes}); "
+                f"error rate {failed / records:.1%}",
+                err=True,
+            )
+            code = EXIT_FAILED
+    return code
 
 
 def load_trace(path: Path) -> Trace:
@@ -54,7 +94,7 @@ def load_trace(path: Path) -> Trace:
             f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
         )
     try:
-        return read_trace(path)
+        return read_trace(path, for_replay=True)
     except TraceError:
         raise
     except Exception as exc:
@@ -85,8 +125,12 @@ def replay_main(
     emulate: bool = True,
     check_probes: bool = True,
     locust: LocustSettings | None = None,
+    fail_on_errors: bool = False,
 ) -> int:
-    """Run the replays; returns the exit status (``locust``: use the Locust engine)."""
+    """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    130 when interrupted; 1 when a scenario could not be deployed, when a run has no
+    successful request, or (``fail_on_errors``) when any request failed; else 0."""
     if target is None:  # before the trace is read: refuse in one line, first
         require_emulation([load_scenario(n) for n in scenarios], emulate)
     trace = load_trace(trace_path)
@@ -98,13 +142,19 @@ def replay_main(
         raise UserError(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
+    # everything the user gave is checked before a run folder exists or a server starts
+    check_out_root(out_root)
+    if target is not None:
+        if scenarios:
+            raise UserError("--target drives an existing endpoint: give no --scenario with it")
+        check_prompts(plan, options)
+    else:
+        ready_scenarios(scenarios, plan, options)
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []
     interrupted = False
     if target is not None:
-        if scenarios:
-            raise UserError("--target drives an existing endpoint: give no --scenario with it")
         paths = new_run(out_root, label or "target")
         manifest = base_manifest(argv=argv, run_id=paths.run_id)
         manifest["scenario"] = {
@@ -136,9 +186,12 @@ def replay_main(
         )
         if failed and not interrupted:
             print_comparison(runs)
-            return 1
+            failure_status(runs, fail_on_errors=fail_on_errors)
+            return EXIT_FAILED
     print_comparison(runs)
-    return EXIT_INTERRUPTED if interrupted else 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return failure_status(runs, fail_on_errors=fail_on_errors)
 
 
 def resume_main(
@@ -225,6 +278,18 @@ def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOption
     )
 
 
+def ready_scenarios(
+    names: tuple[str, ...], plan: ReplayPlan, options: ReplayOptions
+) -> list[Scenario]:
+    """Every scenario loaded, validated and checked runnable with this plan, before any
+    is deployed (one line naming the problem otherwise)."""
+    scenarios = [load_scenario(n) for n in names]
+    for s in scenarios:
+        check_runnable(s.name, s.requires)
+        check_prompts(plan, scenario_options(options, s))
+    return scenarios
+
+
 def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
     """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
     a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
@@ -251,14 +316,12 @@ def replay_scenarios(
     locust: LocustSettings | None = None,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
-    scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
+    scenarios = ready_scenarios(names, plan, options)
     require_emulation(scenarios, emulate)
     from pddbench.netem.backend import backend_here
 
     backend = backend_here() if emulate else "nfqueue"
     scenarios = [s.resolved(backend) for s in scenarios]  # the scale is fixed and recorded
-    for s in scenarios:
-        check_runnable(s.name, s.requires)
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:

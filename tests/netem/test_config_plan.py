@@ -184,5 +184,5 @@ def test_a_full_scenario_file_is_validated_as_replay_validates_it(tmp_path) -> N
     text, _ = scenario_text("pdd")
     bad = tmp_path / "bad-pdd.toml"
     bad.write_text(text.replace("delay_ms = 15.0", "delay_ms = -1.0"))
-    with pytest.raises(UserError, match=r"invalid scenario: .*network.links.0.delay_ms"):
+    with pytest.raises(UserError, match=r"invalid scenario: .*network.links\[0\].delay_ms"):
         load_network_config(bad)

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pddbench.harness.analysis.sla import DEFAULT_SLA
 from pddbench.harness.rundir.records import RECORDS_SCHEMA
 
 SYSTEMS = ("same-dc-pd", "cross-dc-pd", "pdd")
@@ -291,7 +292,7 @@ def manifest_for(spec: SynthRun, table: pa.Table) -> dict[str, object]:
         "run_id": run_id,
         "scenario": {
             "name": spec.system,
-            "sla": {"ttft_s": 5.0, "tpot_s": 0.03, "e2e_s": 30.0, "target_pct": 99.0},
+            "sla": DEFAULT_SLA.model_dump(),
             "cost": _COST[spec.system],
             "load_scale": spec.load_scale,
         },

@@ -1,8 +1,9 @@
 """``pddbench finalize RUN``: turn an interrupted run's journal into ``requests.parquet``.
 
 For runs whose harness died without finalising (SIGKILL, power loss): everything the
-journal holds up to its last flush becomes the records table, and the manifest is marked
-``recovered``.
+journal holds up to its last flush becomes the records table, lines that are not
+records (cut off, not JSON, not a record) are skipped and counted, and the manifest is
+marked ``recovered``. A ``requests.parquet`` is never replaced by one with fewer records.
 """
 
 from __future__ import annotations
@@ -22,20 +23,26 @@ from pddbench.harness.rundir.records import finalize_journal
 def finalize(run_dir: Path) -> None:
     """Finalise RUN_DIR's journal into requests.parquet (after a crash)."""
     paths = RunPaths(run_dir)
-    if not paths.journal.exists():
+    if not paths.journal.is_file():
         raise UserError(f"{run_dir}: no journal.jsonl here (not a pddbench run folder?)")
-    records, bad = finalize_journal(paths.journal, paths.requests)
-    manifest = {}
-    if paths.manifest.exists():
-        try:
-            manifest = json.loads(paths.manifest.read_text())
-        except json.JSONDecodeError:
-            manifest = {}
-    if manifest.get("status") == "running":
-        manifest["status"] = "recovered"
-    manifest["records"] = records
-    manifest["journal_unreadable_lines"] = bad
-    write_manifest(paths, manifest)
-    click.echo(
-        f"{records} records -> {paths.requests}" + (f" ({bad} cut-off line skipped)" if bad else "")
-    )
+    try:
+        records, bad = finalize_journal(paths.journal, paths.requests)
+        manifest = _manifest(paths)
+        if manifest.get("status") == "running":
+            manifest["status"] = "recovered"
+        manifest["records"] = records
+        manifest["journal_unreadable_lines"] = bad
+        write_manifest(paths, manifest)
+    except OSError as exc:
+        raise UserError(f"{run_dir}: cannot finalise: {exc.strerror or exc}") from None
+    note = f" ({bad} unreadable journal line(s) skipped)" if bad else ""
+    click.echo(f"{records} records -> {paths.requests}{note}")
+
+
+def _manifest(paths: RunPaths) -> dict[str, object]:
+    """The run's manifest, or an empty one when it is missing or not a JSON object."""
+    try:
+        data = json.loads(paths.manifest.read_text(errors="replace"))
+    except (OSError, json.JSONDecodeError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -4,8 +4,8 @@ Parses options into :class:`ReplayOptions`, loads the trace (a missing file gets
 one-line hint on how to make one), then either drives an existing endpoint
 (``--target URL``: no deployment, no emulation, and the manifest says so) or deploys
 each scenario in turn and replays the same plan against it. Ends with a comparison table
-and the run folders; exits 130 when interrupted, 1 when any run had failed requests
-only if ``--fail-on-errors`` is given.
+and the run folders; exits 130 when interrupted, 1 when a scenario could not be deployed
+or a run has no successful request (with ``--fail-on-errors``: any failed request).
 """
 
 from __future__ import annotations
@@ -29,12 +29,26 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 6048
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
 
 
-def parse_duration(text: str, what: str) -> float:
-    """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds."""
+def parse_duration(text: str, what: str, *, positive: bool = False) -> float:
+    """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds (``positive``: > 0)."""
     m = _DURATION.match(text)
     if not m:
         raise UserError(f"{what}: {text!r} is not a duration (e.g. 90, 30s, 10m, 2h, 3d)")
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if positive and seconds <= 0:
+        raise UserError(f"{what}: {text!r} must be longer than 0 s")
+    return seconds
+
+
+def check_target(url: str) -> str:
+    """A ``--target`` base URL the client can use (http(s), a host, a valid port)."""
+    from pddbench.harness.drive.framing import Target
+
+    try:
+        Target.parse(url)
+    except ValueError as exc:
+        raise UserError(f"--target {url!r}: {exc} (e.g. http://127.0.0.1:8000)") from None
+    return url
 
 
 def parse_window(text: str) -> tuple[float, float]:
@@ -86,12 +100,14 @@ def build_options(
         api=ApiConfig(
             kind=ApiKind(api),
             model=model,
-            request_timeout_s=parse_duration(timeout, "--timeout"),
-            stall_timeout_s=parse_duration(stall_timeout, "--stall-timeout"),
+            request_timeout_s=parse_duration(timeout, "--timeout", positive=True),
+            stall_timeout_s=parse_duration(stall_timeout, "--stall-timeout", positive=True),
             keep_token_times=token_times,
         ),
         max_concurrency=max_concurrency,
-        max_duration_s=parse_duration(duration, "--duration") if duration else None,
+        max_duration_s=(
+            parse_duration(duration, "--duration", positive=True) if duration is not None else None
+        ),
     )
 
 
@@ -258,6 +274,12 @@ def locust_options(f):
     "runs says WAN NOT EMULATED). Without it, replay refuses where it cannot emulate.",
 )
 @click.option(
+    "--fail-on-errors",
+    is_flag=True,
+    help="Exit 1 when any request failed (default: only when a run has no successful "
+    "request; failed requests are recorded either way).",
+)
+@click.option(
     "--no-probe-check",
     is_flag=True,
     help="Record link probes but do not refuse to run when they are off.",
@@ -280,6 +302,7 @@ def replay(
     out_root: Path,
     label: str | None,
     no_emulation: bool,
+    fail_on_errors: bool,
     no_probe_check: bool,
     resume_dir: Path | None,
     engine: str,
@@ -323,6 +346,8 @@ def replay(
         )
 
     options = build_options(**kw)  # type: ignore[arg-type]
+    if target is not None:
+        check_target(target)
     code = replay_main(
         trace_path=trace_path,
         scenarios=scenarios or (() if target else DEFAULT_SCENARIOS),
@@ -334,6 +359,7 @@ def replay(
         emulate=not no_emulation,
         check_probes=not no_probe_check,
         locust=locust,
+        fail_on_errors=fail_on_errors,
     )
     if code:
         raise click.exceptions.Exit(code)

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from pddbench.aioloop import loop_runner
+from pddbench.errors import UserError
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
 from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.drive.live import LiveView
@@ -134,6 +135,17 @@ def reblock(table: pa.Table, block_size: int) -> pa.Table:
     return table.set_column(
         bs_idx, Col.BLOCK_SIZE, pa.array(np.full(table.num_rows, block_size, dtype=np.int32))
     )
+
+
+def check_prompts(plan: ReplayPlan, options: ReplayOptions) -> None:
+    """Refuse (one line) a plan whose prompts cannot be built at the client's vocabulary,
+    before anything is deployed or sent."""
+    sizes = {int(x) for x in plan.table.column(Col.BLOCK_SIZE).unique().to_pylist()}
+    for bs in sorted(sizes):
+        try:
+            Materializer(bs, vocab_size=options.vocab_size, first_id=options.first_token_id)
+        except ValueError as exc:
+            raise UserError(f"the trace cannot be replayed: {exc}") from None
 
 
 def prompt_function(
