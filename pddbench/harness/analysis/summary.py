@@ -36,6 +36,7 @@ from pddbench.harness.analysis.series import (
     handoff_timeline,
     hit_shares,
     ttft_cdf,
+    ttft_timeline,
 )
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
@@ -48,6 +49,7 @@ class RunSeries:
     hit_shares: HitShares
     bathtub: Bathtub
     handoff: HandoffTimeline | None
+    ttft_timeline: Curve | None = None  # x: send time (s), y: TTFT (s), ok requests
 
 
 @dataclass
@@ -67,7 +69,10 @@ class RunAnalysis:
     path: Path | None = None
     own_sla: SLA | None = None  # the run's scenario SLA, when it differs from `sla`
     manifest: dict[str, Any] = field(default_factory=dict)
-    links: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)  # link probes
+    # the WAN schedule's state changes (links.parquet kind = "change"), with ``t_s``: seconds
+    # from the run's clock origin, the time axis of the records
+    link_changes: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
 
 
@@ -97,6 +102,7 @@ def analyze_records(
         hit_shares=hit_shares(records),
         bathtub=bathtub(records),
         handoff=handoff_timeline(records),
+        ttft_timeline=ttft_timeline(records),
     )
     return RunAnalysis(
         run_id=run_id,
@@ -115,10 +121,21 @@ def analyze_records(
 def _links(run: RunData) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if run.links is not None:
-        rows.extend(run.links.to_pylist())
+        rows.extend(r for r in run.links.to_pylist() if r.get("kind", "probe") == "probe")
     else:
         rows.extend(x if isinstance(x, dict) else {"link": x} for x in run.manifest.links)
     return rows
+
+
+def _link_changes(run: RunData) -> list[dict[str, Any]]:
+    if run.links is None or "kind" not in run.links.column_names:
+        return []
+    clock = run.raw_manifest.get("clock")
+    origin = clock.get("origin_monotonic_s") if isinstance(clock, dict) else None
+    if not isinstance(origin, int | float):
+        return []
+    rows = [r for r in run.links.to_pylist() if r.get("kind") == "change"]
+    return [{**r, "t_s": float(r["t_mono"]) - float(origin)} for r in rows]
 
 
 def analyze_run(
@@ -146,5 +163,6 @@ def analyze_run(
     result.own_sla = own if own is not None and own != used else None
     result.manifest = run.raw_manifest
     result.links = _links(run)
+    result.link_changes = _link_changes(run)
     result.capacity = run.capacity
     return result
