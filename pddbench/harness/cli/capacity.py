@@ -22,7 +22,7 @@ from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping,
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.cli.replay import build_options, parse_duration, selection_options
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.deploy.systems import deploy, enter_netns
+from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.pipeline import load_trace, scenario_options, trace_manifest
@@ -76,9 +76,11 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
                                                                                plan),
                             deployment=dataclasses.asdict(info), links=info.links,
                             load_scale=load)
-            with enter_netns(client_ns):
-                outcome = run_replay(plan, opts, info.front_door, paths, manifest,
-                                     live=LiveView(f"{scenario.name} x{load:g}"))
+            outcome = run_in_client_netns(
+                client_ns,
+                lambda: run_replay(plan, opts, info.front_door, paths, manifest,
+                                   live=LiveView(f"{scenario.name} x{load:g}")),
+            )
             if outcome.interrupted:
                 raise KeyboardInterrupt
             runs.append(paths.root)
