@@ -62,6 +62,7 @@ class DeploymentInfo:
     instances: dict[str, str] = field(default_factory=dict)  # name -> URL
     topology: dict[str, Any] | None = None
     links: list[dict[str, Any]] = field(default_factory=list)
+    prewarmed: list[dict[str, Any]] = field(default_factory=list)  # KV peer connections
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
@@ -329,6 +330,11 @@ def _emulated(
                 )
         client_ns = topo.netns("client")
         run_in_client_netns(client_ns, lambda: wait_healthy(instances))
+        urls = {i.name: i.url or "" for i in instances}
+        if scenario.is_reference:
+            from pddbench.harness.deploy.prewarm import prewarm
+
+            info.prewarmed = run_in_client_netns(client_ns, lambda: prewarm(scenario, urls))
         info.instances = {i.name: i.url or "" for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
