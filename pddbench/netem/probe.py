@@ -74,6 +74,7 @@ class LinkProbe:
     goodput_b_to_a_mbit: float | None
     loss_a_to_b_pct: float
     loss_b_to_a_pct: float
+    goodput_congestion: str = ""  # congestion control of the goodput flows
     qos: str = "fifo"  # the link's traffic classes (topology_config.Qos)
     t_unix: float = field(default_factory=time.time)
 
