@@ -45,6 +45,10 @@ class RttSummary:
     mean_ms: float
     std_ms: float
 
+    def probe_fields(self) -> dict[str, float | int]:
+        """These values as :class:`LinkProbe`'s ``rtt_*`` fields."""
+        return {f"rtt_{k}": v for k, v in asdict(self).items()}
+
 
 @dataclass
 class LinkProbe:

@@ -63,18 +63,13 @@ class ShapeOverride(_Model):
     limit_pkts: int | None = Field(default=None, gt=0)
 
 
-class LinkConfig(_Model):
-    """A WAN link between two sites; the shared settings apply to both directions."""
+class LinkConfig(Shape):
+    """A WAN link between two sites: a :class:`Shape` shared by both directions (priority
+    queueing by default), with per-direction overrides."""
 
     a: str
     b: str
     name: str | None = None
-    rate_mbit: float | None = Field(default=None, gt=0)
-    delay_ms: float = Field(default=0.0, ge=0, le=10_000)
-    jitter_ms: float = Field(default=0.0, ge=0, le=10_000)
-    jitter_dist: JitterDist = "uniform"
-    loss_pct: float = Field(default=0.0, ge=0, le=100)
-    limit_pkts: int | None = Field(default=None, gt=0)
     qos: Qos = "priority"
     a_to_b: ShapeOverride | None = None
     b_to_a: ShapeOverride | None = None
@@ -85,15 +80,7 @@ class LinkConfig(_Model):
 
     def shape(self, direction: Direction) -> Shape:
         """The effective shape of one direction (shared settings + override)."""
-        base = {
-            "rate_mbit": self.rate_mbit,
-            "delay_ms": self.delay_ms,
-            "jitter_ms": self.jitter_ms,
-            "jitter_dist": self.jitter_dist,
-            "loss_pct": self.loss_pct,
-            "limit_pkts": self.limit_pkts,
-            "qos": self.qos,
-        }
+        base = self.model_dump(include=set(Shape.model_fields))
         override = self.a_to_b if direction == "a_to_b" else self.b_to_a
         if override is not None:
             base.update(override.model_dump(exclude_none=True))
