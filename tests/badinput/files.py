@@ -80,6 +80,14 @@ def _good(ws: Workspace) -> Path:
     return _trace(ws, "good")
 
 
+@builds("long.parquet")
+def _long(ws: Workspace) -> Path:
+    """Sessions arriving for 20 s: a replay of it is still running when it is interrupted."""
+    rows = good_rows(40)
+    rows.update(arrival_s=[0.5 * i for i in range(40)])
+    return write_trace(build_table(**rows), ws.root / "long.parquet")
+
+
 @builds("two-turn.parquet")
 def _two_turn(ws: Workspace) -> Path:
     rows = good_rows(4)
@@ -356,6 +364,8 @@ _FINALIZE_RUNS: dict[str, tuple[str | bytes | None, str | None]] = {
     "run-deep-line": (_GOOD_JOURNAL + "[" * 100_000 + "]" * 100_000 + "\n", None),
     "run-binary-line": (_GOOD_JOURNAL.encode() + b"\xff\xfe\x00\n", None),
     "run-string-list": (_GOOD_JOURNAL + journal_line("c", token_times_s=["x"]), None),
+    "run-int-past-int64": (_GOOD_JOURNAL + journal_line("c", wan_bytes=10**30), None),
+    "run-nan-literal": (_GOOD_JOURNAL + '{"request_id": "c", "ttft_s": NaN}\n', None),
     "run-manifest-list": (_GOOD_JOURNAL, "[1, 2]"),
     "run-manifest-garbage": (_GOOD_JOURNAL, "{not json"),
     "run-no-manifest": (_GOOD_JOURNAL, None),

@@ -17,8 +17,10 @@ server (:mod:`tests.badinput.fault_server`) serves every server case.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ class Case:
     error_class: str | None = None  # ... and error class
     records: int | None = None  # finalize: records recovered
     lines: int = 1  # error lines (a trace lists one line per problem found)
+    interrupt: int | None = None  # interruption: this signal once the journal has a record
     xfail: str | None = None
 
 
@@ -179,9 +182,12 @@ case("serve-role-typo", "scenarios", lambda ws, o: [
 # ----------------------------------------------------------------------------- options
 
 
-def _replay(*extra: str) -> Argv:
+def _replay(*extra: str, report: bool = False) -> Argv:
+    """``replay`` of the good trace; no HTML report unless ``report`` (figures take
+    seconds each; the headline table is printed either way)."""
+    flags = [] if report else ["--no-report"]
     return lambda ws, o: ["replay", "--trace", str(ws["good.parquet"]), "--out", str(o),
-                          *[x.replace("URL", ws.url) for x in extra]]
+                          *flags, *[x.replace("URL", ws.url) for x in extra]]
 
 
 for _id, _args, _says in [
@@ -268,7 +274,8 @@ for _mode, _code, _status, _class in [
     ("no-done", 1, "error", "stream"),
     ("cut", 1, "error", "stream"),
 ]:
-    case(f"server-{_mode}", "server faults", _replay("--target", f"URL/{_mode}"),
+    case(f"server-{_mode}", "server faults",
+         _replay("--target", f"URL/{_mode}", report=_mode == "done-only"),
          code=_code, status=_status, error_class=_class,
          says="every request failed" if _code else "")
 case("server-stall", "server faults", _replay("--target", "URL/stall", "--stall-timeout", "0.3s"),
@@ -276,16 +283,28 @@ case("server-stall", "server faults", _replay("--target", "URL/stall", "--stall-
 case("server-slow-timeout", "server faults", _replay("--target", "URL/slow", "--timeout", "0.5s"),
      code=1, status="timeout", error_class="timeout")
 case("server-refused", "server faults", lambda ws, o: [
-    "replay", "--trace", str(ws["good.parquet"]), "--out", str(o), "--target",
+    "replay", "--trace", str(ws["good.parquet"]), "--out", str(o), "--no-report", "--target",
     "http://127.0.0.1:9"], code=1, status="error", error_class="connect")
 case("server-sglang-at-openai", "server faults", _replay("--target", "URL/ok", "--api", "sglang"),
      code=1, status="error", error_class="output_length")
+case("server-huge-numbers", "server faults", _replay("--target", "URL/huge-numbers"),
+     code=0, status="ok")
 case("server-fail-on-errors-ok", "server faults",
      _replay("--target", "URL/ok", "--fail-on-errors"), code=0, status="ok")
 case("server-two-turns-done-only", "server faults", lambda ws, o: [
-    "replay", "--trace", str(ws["two-turn.parquet"]), "--out", str(o), "--target",
+    "replay", "--trace", str(ws["two-turn.parquet"]), "--out", str(o), "--no-report", "--target",
     f"{ws.url}/done-only", "--on-error", "abort-session"], code=1, status=None,
     error_class=None, says="every request failed")
+
+# ------------------------------------------------------------------------ interruption
+
+for _sig, _name in ((signal.SIGINT, "sigint"), (signal.SIGTERM, "sigterm")):
+    case(f"interrupt-{_name}", "interruption", lambda ws, o: [
+        "replay", "--trace", str(ws["long.parquet"]), "--target", f"{ws.url}/paced",
+        "--no-report", "--out", str(o)], code=130, interrupt=_sig)
+case("interrupt-sigint-scenario", "interruption", lambda ws, o: [
+    "replay", "--trace", str(ws["long.parquet"]), "--scenario", "colocated", "--no-emulation",
+    "--no-report", "--out", str(o)], code=130, interrupt=signal.SIGINT)
 
 # ---------------------------------------------------------------------------- finalize
 
@@ -293,6 +312,7 @@ _FINALIZE_RECORDS = {
     "run-list-line": 2, "run-no-request-id": 2, "run-wrong-type": 2, "run-int-request-id": 2,
     "run-bool-tokens": 2, "run-garbage-line": 2, "run-cut-line": 2, "run-deep-line": 2,
     "run-binary-line": 2, "run-string-list": 2, "run-manifest-list": 2,
+    "run-int-past-int64": 2, "run-nan-literal": 3,
     "run-manifest-garbage": 2, "run-no-manifest": 2,
 }
 for _r in FINALIZE_RUNS:
@@ -361,14 +381,31 @@ def _error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip()]
 
 
+def _interrupted(argv: list[str], out: Path, sig: int) -> tuple[int, str]:
+    """Run ``pddbench ARGV`` as a process; send ``sig`` once its journal has a record."""
+    proc = subprocess.Popen([sys.executable, "-m", "pddbench", *argv], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(p.stat().st_size for p in out.glob("*/journal.jsonl")):
+        assert proc.poll() is None and time.monotonic() < deadline, "never sent a request"
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
 @pytest.mark.parametrize("c", _params())
 def test_bad_input(c: Case, ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     out = ws.out(c.id)
     argv = c.argv(ws, out)  # builds the files it names (maybe a good run first)
     capsys.readouterr()
-    code = main(argv)
-    captured = capsys.readouterr()
-    err = captured.err
+    if c.interrupt is not None:
+        code, err = _interrupted(argv, out, c.interrupt)
+        captured = capsys.readouterr()
+    else:
+        code = main(argv)
+        captured = capsys.readouterr()
+        err = captured.err
     assert "Traceback" not in err and "internal error" not in err, err
     assert code == c.code, f"exit {code}, expected {c.code}: {err[-2000:]}"
     if c.code == 2:
@@ -379,6 +416,13 @@ def test_bad_input(c: Case, ws: Workspace, capsys: pytest.CaptureFixture[str]) -
             assert not out.exists() or not any(out.iterdir()), "a run folder was created"
         return
     assert c.says in err
+    if c.klass == "interruption":  # every planned request has a record, none is lost
+        (run,) = [p for p in out.iterdir() if p.is_dir()]
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        table = pq.read_table(run / "requests.parquet").to_pandas()
+        assert len(table) == manifest["records"] and table.request_id.is_unique
+        assert (table.status == "ok").any() and set(table.status) <= {"ok", "cancelled"}
     if c.klass == "server faults":
         (run,) = [p for p in out.iterdir() if p.is_dir()]
         manifest = json.loads((run / "manifest.json").read_text())
@@ -389,8 +433,11 @@ def test_bad_input(c: Case, ws: Workspace, capsys: pytest.CaptureFixture[str]) -
             assert (table.status == c.status).all(), table[["status", "error_message"]]
         if c.error_class is not None:
             assert (table.error_class == c.error_class).all(), table.error_message.tolist()
-        if c.code == 1:  # the report shows the error rate of the failed run
+        if c.code == 1:  # the headline (the report's) shows the error rate of the failed run
             assert "error rate (%) | 100" in captured.out
+        if "--no-report" not in argv:
+            (report,) = out.glob("report-*.html")
+            assert "error rate" in report.read_text()
     if c.records is not None:
         run = Path(argv[-1])
         table = pq.read_table(run / "requests.parquet")
