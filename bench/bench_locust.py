@@ -45,7 +45,8 @@ from pddbench.harness.drive.client import ApiConfig  # noqa: E402
 from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
 from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
 from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
-from pddbench.harness.rundir.folder import base_manifest, new_run  # noqa: E402
+from pddbench.harness.rundir.folder import new_run  # noqa: E402
+from pddbench.harness.rundir.manifest import RunManifest  # noqa: E402
 from pddbench.harness.rundir.records import Journal  # noqa: E402
 from pddbench.workloads.traceio import build_table, read_trace, write_trace  # noqa: E402
 
@@ -150,7 +151,7 @@ def locust_run(
     plan: ReplayPlan, options: ReplayOptions, url: str, tmp: Path, workers: int, server_pid: int
 ) -> dict:
     paths = new_run(tmp, f"locust-{workers}")
-    manifest = base_manifest(argv=["bench"], run_id=paths.run_id)
+    manifest = RunManifest.begin(argv=["bench"], run_id=paths.run_id)
     server = psutil.Process(server_pid)
     s0 = server.cpu_times()
     with MachineBusy() as busy:

@@ -30,14 +30,8 @@ from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import (
-    RunPaths,
-    base_manifest,
-    file_digest,
-    new_run,
-    read_manifest,
-    write_manifest,
-)
+from pddbench.harness.rundir.folder import RunPaths, file_digest, new_run
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
@@ -103,14 +97,14 @@ def replay_main(
         if scenarios:
             raise UserError("--target drives an existing endpoint: give no --scenario with it")
         paths = new_run(out_root, label or "target")
-        manifest = base_manifest(argv=argv, run_id=paths.run_id)
-        manifest["scenario"] = {
+        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+        manifest.scenario = {
             "name": label or "target",
             "deployment": "external",
             "target": target,
             "emulation": None,
         }
-        manifest["trace"] = trace_info
+        manifest.trace = trace_info
         if locust is not None:
             outcome = locust.run(plan, options, target, paths, manifest, label=label or "target")
         else:
@@ -153,14 +147,14 @@ def resume_main(
     sent (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
     caches start cold: the manifest's ``resumes`` entry says where that happened."""
     paths = RunPaths(run_dir)
-    manifest = read_manifest(paths)
-    if manifest.get("status") == "complete":
+    manifest = RunManifest.load(paths.root)
+    if manifest.status == RunStatus.COMPLETE:
         raise UserError(f"{run_dir}: the run is complete; nothing to resume")
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
     trace = load_trace(trace_path)
-    recorded = manifest.get("trace")
-    if isinstance(recorded, dict) and recorded.get("digest") != file_digest(trace_path):
+    recorded = "trace" in manifest.model_fields_set
+    if recorded and manifest.trace.get("digest") != file_digest(trace_path):
         raise UserError(f"{trace_path} changed since run {paths.run_id}; cannot resume it")
     options, _ = default_selection(trace.table, options, trace.epoch)
     plan = prepare(trace, options)
@@ -170,8 +164,8 @@ def resume_main(
         f"{len(point.settled)} of {len(plan.requests)} requests settled",
         err=True,
     )
-    scenario_data = manifest.get("scenario")
-    if not isinstance(scenario_data, dict):
+    scenario_data = manifest.scenario
+    if not scenario_data:
         raise UserError(f"{run_dir}: the manifest has no scenario")
     if scenario_data.get("deployment") == "external":
         target = str(scenario_data["target"])
@@ -187,7 +181,7 @@ def resume_main(
             manifest,
             plan=plan,
             options=options,
-            emulate=emulate and "emulation_fallback" not in manifest,
+            emulate=emulate and manifest.emulation_fallback is None,
             check_probes=check_probes,
             resume=point,
         )
@@ -248,12 +242,12 @@ def replay_scenarios(
     failed = 0
     for scenario in scenarios:
         paths = new_run(out_root, scenario.name)
-        manifest = base_manifest(argv=argv, run_id=paths.run_id)
-        manifest["scenario"] = scenario.manifest()
-        manifest["trace"] = trace_info
+        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+        manifest.scenario = scenario.manifest()
+        manifest.trace = trace_info
         if fallback is not None:
-            manifest["emulation_fallback"] = fallback
-        write_manifest(paths, manifest)
+            manifest.emulation_fallback = fallback
+        manifest.save(paths.root)
         outcome = replay_one(
             scenario,
             paths,
@@ -276,7 +270,7 @@ def replay_scenarios(
 def replay_one(
     scenario: Scenario,
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     *,
     plan: ReplayPlan,
     options: ReplayOptions,
@@ -298,8 +292,8 @@ def replay_one(
             info,
             client_ns,
         ):
-            manifest["deployment"] = dataclasses.asdict(info)
-            manifest["links"] = info.links
+            manifest.deployment = dataclasses.asdict(info)
+            manifest.links = info.links
             with enter_netns(client_ns):
                 if locust is not None:  # master and workers start inside the namespace
                     return locust.run(
@@ -316,15 +310,16 @@ def replay_one(
                     resume=resume,
                 )
     except KeyboardInterrupt:
-        _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
+        _record_failure(paths, manifest, "interrupted during deployment", RunStatus.INTERRUPTED)
         return ReplayOutcome(paths, 0, True, 0)
     except UserError as exc:
         click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
-        _record_failure(paths, manifest, str(exc), "failed")
+        _record_failure(paths, manifest, str(exc), RunStatus.FAILED)
         return None
 
 
-def _record_failure(paths: RunPaths, manifest: dict[str, object], error: str, status: str) -> None:
-    manifest["status"] = status
-    manifest["error"] = error
-    write_manifest(paths, manifest)
+def _record_failure(
+    paths: RunPaths, manifest: RunManifest, error: str, status: RunStatus
+) -> None:
+    manifest.fail(status, error)
+    manifest.save(paths.root)

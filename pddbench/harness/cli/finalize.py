@@ -7,13 +7,13 @@ journal holds up to its last flush becomes the records table, and the manifest i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.rundir.folder import RunPaths, write_manifest
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
 
 
@@ -25,17 +25,21 @@ def finalize(run_dir: Path) -> None:
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl here (not a pddbench run folder?)")
     records, bad = finalize_journal(paths.journal, paths.requests)
-    manifest = {}
-    if paths.manifest.exists():
-        try:
-            manifest = json.loads(paths.manifest.read_text())
-        except json.JSONDecodeError:
-            manifest = {}
-    if manifest.get("status") == "running":
-        manifest["status"] = "recovered"
-    manifest["records"] = records
-    manifest["journal_unreadable_lines"] = bad
-    write_manifest(paths, manifest)
+    manifest = _manifest_or_fresh(paths)
+    if manifest.status == RunStatus.RUNNING:
+        manifest.status = RunStatus.RECOVERED
+    manifest.records = records
+    manifest.journal_unreadable_lines = bad
+    manifest.save(paths.root)
     click.echo(
         f"{records} records -> {paths.requests}" + (f" ({bad} cut-off line skipped)" if bad else "")
     )
+
+
+def _manifest_or_fresh(paths: RunPaths) -> RunManifest:
+    """The run's manifest; a cut-off or missing one starts afresh (the records are the
+    result, the manifest only describes them)."""
+    try:
+        return RunManifest.load(paths.root)
+    except UserError:
+        return RunManifest(run_id=paths.run_id)

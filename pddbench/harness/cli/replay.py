@@ -341,14 +341,10 @@ def replay(
 def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
     """Re-read the run's command line from its manifest and continue the run."""
     from pddbench.harness.pipeline import resume_main
-    from pddbench.harness.rundir.folder import RunPaths, read_manifest
+    from pddbench.harness.rundir.manifest import RunManifest
 
-    paths = RunPaths(run_dir)
-    try:
-        command = read_manifest(paths).get("command")
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{run_dir}: not a run folder ({paths.manifest}: {exc})") from None
-    if not isinstance(command, list) or command[1:2] != ["replay"]:
+    command = RunManifest.load(run_dir).command
+    if command[1:2] != ["replay"]:
         raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
     try:
         params = replay.make_context("replay", [str(a) for a in command[2:]]).params
