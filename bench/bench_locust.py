@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import subprocess
 import sys
@@ -157,14 +156,14 @@ def locust_run(
     with MachineBusy() as busy:
         run_locust_replay(plan, options, url, paths, manifest, workers=workers)
     s1 = server.cpu_times()
-    m = json.loads(paths.manifest.read_text())
+    m = RunManifest.load(paths.root).locust or {}
     df = pq.read_table(paths.requests).to_pandas()
     ok = df[df.status == "ok"]
     lag = (df.actual_send_s - df.intended_send_s).to_numpy()
     span = float(ok.end_s.max() - ok.actual_send_s.min())
-    ws = m["locust"]["workers"]
-    origin = float(m["locust"]["origin_monotonic_s"])
-    master = m["locust"]["master"]
+    ws = m["workers"]
+    origin = float(m["origin_monotonic_s"])
+    master = m["master"]
     window = (origin + span * 0.2, origin + span * 0.8)
     return {
         "records": len(df),

@@ -80,7 +80,7 @@ cli.add_command(trace)
 def _report(exc: UserError) -> int:
     click.echo(f"pddbench: {exc}", err=True)
     for line in exc.details:
-        if line != str(exc):
+        if not str(exc).endswith(line):  # the first problem is already the message
             click.echo(line, err=True)
     return exc.exit_code
 

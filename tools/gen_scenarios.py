@@ -133,16 +133,18 @@ SCENARIOS = {
         description="Same-DC PD: 2 P + 2 D on H800 in DC A",
         body=deployment("pd", PD_SAME) + NETWORK_ONE_DC + SLA + cost(64, 0, 0.0)),
     "cross-dc-pd": dict(
-        title="Naive cross-datacenter PD (baseline)",
-        comment="H800 prefill in DC A, H20 decode in DC B; all uncached KV crosses the WAN.",
-        description="Naive cross-DC PD: 2 P (H800, DC A) -> 2 D (H20, DC B), decode-side cache",
-        body=deployment("pd", PD_CROSS) + NETWORK_TWO_DC + SLA + cost(32, 32, 0.3)),
-    "cross-dc-pd-nodrc": dict(
-        title="Naive cross-datacenter PD without a decode-side cache (E11 ablation)",
-        comment="As cross-dc-pd, but D keeps no prefix cache: every request ships its whole KV.",
-        description="Naive cross-DC PD without decode-side radix cache",
+        title="Naive cross-datacenter PD (baseline): no decode-side cache",
+        comment="H800 prefill in DC A, H20 decode in DC B; D keeps no prefix cache, so every "
+        "request ships its whole KV over the WAN\n# (a 64K prompt: 3 GB, ~2.4 s at 10 Gbit/s).",
+        description="Naive cross-DC PD: 2 P (H800, DC A) -> 2 D (H20, DC B), no decode-side cache",
         body=deployment("pd", PD_CROSS, md_cache=False) + NETWORK_TWO_DC + SLA
         + cost(32, 32, 0.3)),
+    "cross-dc-pd-drc": dict(
+        title="Cross-datacenter PD with a decode-side radix cache (second baseline, E11)",
+        comment="As cross-dc-pd, but D keeps a prefix cache: only the suffix D lacks crosses "
+        "the WAN.",
+        description="Cross-DC PD with decode-side radix cache: 2 P (H800, DC A) -> 2 D (H20, DC B)",
+        body=deployment("pd", PD_CROSS) + NETWORK_TWO_DC + SLA + cost(32, 32, 0.3)),
     "pdd": dict(
         title="PDD: Prefill - RelayDecode - MainDecode",
         comment="Hit-rate-aware routing, dual-path KV, Extend-Decode, adaptive handoff.",

@@ -13,6 +13,7 @@ import click
 
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, emulation_problem, enter_netns
 from pddbench.harness.drive.client import ApiKind
 from pddbench.harness.drive.live import LiveView
@@ -21,6 +22,7 @@ from pddbench.harness.drive.replay import (
     ReplayOptions,
     ReplayOutcome,
     ReplayPlan,
+    check_prompts,
     prepare,
     prepare_theoretical,
     run_replay,
@@ -30,12 +32,50 @@ from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import RunPaths, file_digest, new_run
+from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
 EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+
+
+def failed_requests(paths: RunPaths) -> tuple[int, dict[str, int]]:
+    """(records, failed requests by error class) of a finalised run folder."""
+    import pyarrow.parquet as pq
+
+    if not paths.requests.exists():
+        return 0, {}
+    table = pq.read_table(paths.requests, columns=["status", "error_class"])
+    counts: dict[str, int] = {}
+    for status, klass in zip(
+        table.column("status").to_pylist(), table.column("error_class").to_pylist(), strict=True
+    ):
+        if status != "ok":
+            key = str(klass or status)
+            counts[key] = counts.get(key, 0) + 1
+    return table.num_rows, counts
+
+
+def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
+    """1 when a run has no successful request (or, with ``fail_on_errors``, any failed
+    one), with one line per such run on stderr; else 0. Failed requests are data, but a
+    run in which nothing succeeded measured nothing it could stand behind."""
+    code = 0
+    for paths in runs:
+        records, by_class = failed_requests(paths)
+        failed = sum(by_class.values())
+        if records and (failed == records or (fail_on_errors and failed)):
+            classes = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items()))
+            what = "every request" if failed == records else f"{failed} of {records} requests"
+            click.echo(
+                f"pddbench: {paths.run_id}: {what} failed ({classes}); "
+                f"error rate {failed / records:.1%}",
+                err=True,
+            )
+            code = EXIT_FAILED
+    return code
 
 
 def load_trace(path: Path) -> Trace:
@@ -47,7 +87,7 @@ def load_trace(path: Path) -> Trace:
             f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
         )
     try:
-        return read_trace(path)
+        return read_trace(path, for_replay=True)
     except TraceError:
         raise
     except Exception as exc:
@@ -78,8 +118,14 @@ def replay_main(
     emulate: bool = True,
     check_probes: bool = True,
     locust: LocustSettings | None = None,
+    fail_on_errors: bool = False,
 ) -> int:
-    """Run the replays; returns the exit status (``locust``: use the Locust engine)."""
+    """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    130 when interrupted; 1 when a scenario could not be deployed, when a run has no
+    successful request, or (``fail_on_errors``) when any request failed; else 0."""
+    if target is None:  # before the trace is read: refuse in one line, first
+        require_emulation([load_scenario(n) for n in scenarios], emulate)
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
     if default_note:
@@ -89,13 +135,19 @@ def replay_main(
         raise UserError(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
+    # everything the user gave is checked before a run folder exists or a server starts
+    check_out_root(out_root)
+    if target is not None:
+        if scenarios:
+            raise UserError("--target drives an existing endpoint: give no --scenario with it")
+        check_prompts(plan, options)
+    else:
+        ready_scenarios(scenarios, plan, options)
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []
     interrupted = False
     if target is not None:
-        if scenarios:
-            raise UserError("--target drives an existing endpoint: give no --scenario with it")
         paths = new_run(out_root, label or "target")
         manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
         manifest.scenario = {
@@ -127,31 +179,32 @@ def replay_main(
         )
         if failed and not interrupted:
             print_comparison(runs)
-            return 1
+            failure_status(runs, fail_on_errors=fail_on_errors)
+            return EXIT_FAILED
     print_comparison(runs)
-    return EXIT_INTERRUPTED if interrupted else 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return failure_status(runs, fail_on_errors=fail_on_errors)
 
 
-def resume_main(
-    run_dir: Path,
-    *,
-    trace_path: Path,
-    options: ReplayOptions,
-    emulate: bool = True,
-    check_probes: bool = True,
-) -> int:
+def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = True) -> int:
     """Continue an interrupted run in its own folder (``pddbench replay --resume RUN``).
 
-    ``trace_path`` and ``options`` are the run's own (re-read from its manifest's command
-    line); the plan is rebuilt from them and only what the journal has not settled is
-    sent (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
+    The trace and the options are the run's own, read from its manifest (the trace's
+    path and the ``replay`` section's :class:`ReplayOptions`); the plan is rebuilt from
+    them and only what the journal has not settled is sent
+    (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
     caches start cold: the manifest's ``resumes`` entry says where that happened."""
     paths = RunPaths(run_dir)
     manifest = RunManifest.load(paths.root)
+    if manifest.command[1:2] != ["replay"]:
+        raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
     if manifest.status == RunStatus.COMPLETE:
         raise UserError(f"{run_dir}: the run is complete; nothing to resume")
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
+    options, trace_path = _recorded_replay(manifest, run_dir)
+    check_probes = check_probes and manifest.probe_check is not False
     trace = load_trace(trace_path)
     recorded = "trace" in manifest.model_fields_set
     if recorded and manifest.trace.get("digest") != file_digest(trace_path):
@@ -181,7 +234,7 @@ def resume_main(
             manifest,
             plan=plan,
             options=options,
-            emulate=emulate and manifest.emulation_fallback is None,
+            emulate=emulate and not _recorded_unemulated(manifest),
             check_probes=check_probes,
             resume=point,
         )
@@ -189,6 +242,29 @@ def resume_main(
         return 1
     print_comparison([outcome.paths])
     return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOptions, Path]:
+    """The options and the trace a run was made with, from its manifest."""
+    replay = manifest.replay or {}
+    if replay.get("engine") == "locust":
+        raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
+    path = manifest.trace.get("path")
+    if "vocab_size" not in replay or not path:
+        raise UserError(
+            f"{run_dir}: its manifest records no replay options (made by an older "
+            "pddbench?); cannot resume it"
+        )
+    try:
+        return ReplayOptions.from_json(replay), Path(str(path))
+    except ValueError as exc:
+        raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+
+
+def _recorded_unemulated(manifest: RunManifest) -> bool:
+    """A run recorded without its WAN resumes without it (older runs: the fallback note)."""
+    status = manifest.emulation
+    return manifest.emulation_fallback is not None or (status is not None and status.missing)
 
 
 def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
@@ -210,6 +286,31 @@ def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOption
     )
 
 
+def ready_scenarios(
+    names: tuple[str, ...], plan: ReplayPlan, options: ReplayOptions
+) -> list[Scenario]:
+    """Every scenario loaded, validated and checked runnable with this plan, before any
+    is deployed (one line naming the problem otherwise)."""
+    scenarios = [load_scenario(n) for n in names]
+    for s in scenarios:
+        check_runnable(s.name, s.requires)
+        check_prompts(plan, scenario_options(options, s))
+    return scenarios
+
+
+def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
+    """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
+    a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
+    user saying so; those runs are labelled (``EmulationStatus``)."""
+    if emulate and any(s.network is not None for s in scenarios):
+        problem = emulation_problem()
+        if problem is not None:
+            raise UserError(
+                f"cannot emulate the WAN: {problem}; or pass --no-emulation to run on"
+                " loopback (the results are then labelled WAN NOT EMULATED)"
+            )
+
+
 def replay_scenarios(
     names: tuple[str, ...],
     *,
@@ -223,21 +324,8 @@ def replay_scenarios(
     locust: LocustSettings | None = None,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
-    scenarios = [load_scenario(n) for n in names]  # all validated before anything starts
-    fallback = None
-    if emulate and any(s.network is not None for s in scenarios):
-        problem = emulation_problem()
-        if problem is not None:
-            fallback = f"WAN not emulated ({problem}); the servers run on loopback"
-            click.echo(
-                f"pddbench: WARNING: {fallback}. Transfer times are NOT the scenario's "
-                "links: run as root with iptables (or a netem kernel) for real numbers, or "
-                "pass --no-emulation to silence this.",
-                err=True,
-            )
-            emulate = False
-    for s in scenarios:
-        check_runnable(s.name, s.requires)
+    scenarios = ready_scenarios(names, plan, options)
+    require_emulation(scenarios, emulate)
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:
@@ -245,8 +333,12 @@ def replay_scenarios(
         manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
         manifest.scenario = scenario.manifest()
         manifest.trace = trace_info
-        if fallback is not None:
-            manifest.emulation_fallback = fallback
+        manifest.probe_check = check_probes
+        manifest.emulation = EmulationStatus(
+            applicable=scenario.network is not None,
+            emulated=emulate and scenario.network is not None,
+            reason="" if emulate else "--no-emulation",
+        )
         manifest.save(paths.root)
         outcome = replay_one(
             scenario,

@@ -1,15 +1,16 @@
 """Which shaping backend a link direction gets, decided by probing the kernel.
 
 ``detect_capabilities`` tries to add a netem qdisc to a veth in a scratch namespace: a
-``NetlinkError`` with ENOENT means the kernel has no netem. It also looks for an
-``iptables`` binary (the NFQUEUE rule of the userspace backend). ``choose_backend`` is
-the pure decision and says why, so the choice can be reported with results.
+``NetlinkError`` with ENOENT means the kernel has no netem. In the same namespace it
+installs the userspace backend's NFQUEUE steering rule over netlink (``nftables``), so
+a kernel without nf_tables or the xt NFQUEUE target is known before a run starts.
+``choose_backend`` is the pure decision and says why, so the choice can be reported
+with results.
 """
 
 from __future__ import annotations
 
 import errno
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,15 +25,18 @@ from pddbench.netem.topology_config import Backend, Shape
 class Capabilities:
     netem: bool
     netem_probe: str  # what the probe saw, for the report
-    iptables: str | None  # path of the iptables binary, if any
+    nfqueue: bool = True  # the NFQUEUE steering rule installs (userspace delay backend)
+    nfqueue_probe: str = "nf_tables NFQUEUE rule installs"
 
 
 _cached: Capabilities | None = None
 
 
-def probe_netem(run_id: str) -> tuple[bool, str]:
-    """Add a netem qdisc on a scratch veth in a scratch namespace; report whether it worked."""
+def probe_kernel(run_id: str) -> Capabilities:
+    """In a scratch namespace: add a netem qdisc on a scratch veth, install an NFQUEUE rule."""
     from pyroute2.netlink.exceptions import NetlinkError
+
+    from pddbench.netem.nftables import QueueRule, install_queue_rules
 
     name = f"{netns_prefix(run_id)}probe"
     ifname = f"pddb{run_id}t0"
@@ -46,11 +50,20 @@ def probe_netem(run_id: str) -> tuple[bool, str]:
             return False, describe_netem_error(exc.code, str(exc))
         return True, "netem qdisc available"
 
+    def steer() -> tuple[bool, str]:
+        try:
+            install_queue_rules([QueueRule(ifname, 0)])
+        except OSError as exc:
+            return False, f"cannot install an NFQUEUE rule over netlink ({exc})"
+        return True, "nf_tables NFQUEUE rule installs"
+
     nsutil.create_netns(name)
     try:
-        return nsutil.with_iproute(name, attempt)
+        netem, netem_text = nsutil.with_iproute(name, attempt)
+        nfq, nfq_text = nsutil.run_in_netns(name, steer)
     finally:
         nsutil.remove_netns(name)
+    return Capabilities(netem, netem_text, nfq, nfq_text)
 
 
 def describe_netem_error(code: int, text: str) -> str:
@@ -64,8 +77,7 @@ def detect_capabilities(run_id: str, *, refresh: bool = False) -> Capabilities:
     """Probe once per process (the kernel does not grow netem at runtime)."""
     global _cached
     if _cached is None or refresh:
-        netem, text = probe_netem(run_id)
-        _cached = Capabilities(netem=netem, netem_probe=text, iptables=shutil.which("iptables"))
+        _cached = probe_kernel(run_id)
     return _cached
 
 
@@ -90,9 +102,28 @@ def choose_backend(
         reason = "normal jitter: netem distribution tables are not encodable via pyroute2"
     else:
         reason = caps.netem_probe if requested == "auto" else "backend 'nfqueue' asked for"
-    if caps.iptables is None:
+    if not caps.nfqueue:
         raise UserError(
-            f"the userspace delay backend needs iptables ({reason}): install it"
-            " (Debian/Ubuntu: apt-get install -y iptables)"
+            f"no way to delay packets here: {reason}, and {caps.nfqueue_probe}; use a kernel"
+            " with netem (Ubuntu: linux-modules-extra-$(uname -r)) or with nf_tables and the"
+            " xt NFQUEUE target (CONFIG_NFT_COMPAT, CONFIG_NETFILTER_XT_TARGET_NFQUEUE)"
         )
     return "nfqueue", reason
+
+
+def emulation_problem() -> str | None:
+    """Why no WAN can be emulated on this machine (one line naming the fix), or None."""
+    from pddbench.netem.topology import new_run_id
+
+    try:
+        nsutil.require_net_admin()
+    except UserError as exc:
+        return str(exc)
+    caps = detect_capabilities(new_run_id())
+    if caps.netem or caps.nfqueue:
+        return None
+    return (
+        f"this kernel can delay no packets: {caps.netem_probe}, and {caps.nfqueue_probe};"
+        " use a kernel with netem (Ubuntu: linux-modules-extra-$(uname -r)) or with"
+        " nf_tables and the xt NFQUEUE target"
+    )

@@ -26,8 +26,7 @@ _scenario = click.option(
     "--scenario",
     "scenario",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="TOML file whose [network] table describes the topology.",
+    help="Built-in scenario name (e.g. pdd) or TOML file: a scenario, or a bare [network].",
 )
 _run_id = click.option(
     "--run-id", default=None, help="1-6 lowercase letters/digits (default: random)."
@@ -46,6 +45,8 @@ def _print_topology(topo: Topology) -> None:
     report = topo.report()
     for key, backend in report.backends.items():
         click.echo(f"  link {key}: {backend}")
+    for key, lead in report.lead_us.items():
+        click.echo(f"  link {key}: delay stage latency {lead:.0f} µs, offset (measured)")
     for note in report.notes:
         click.echo(f"  note: {note}")
 
@@ -57,9 +58,12 @@ def up(scenario: str, run_id: str | None) -> None:
     """Bring the network up and hold it until Ctrl-C / SIGTERM."""
     config = load_network_config(scenario)
     try:
-        with Topology.up(config, run_id) as topo:
+        with Topology.up(config, run_id, label=scenario) as topo:
             _print_topology(topo)
-            click.echo(f"up; `pddbench netem down {topo.run_id}` or Ctrl-C tears it down")
+            click.echo(
+                f"up; `pddbench netem down {topo.run_id}` (or `--scenario {scenario}`)"
+                " or Ctrl-C tears it down"
+            )
             while True:
                 signal.pause()
     except (KeyboardInterrupt, Terminated):  # the topology is already torn down here
@@ -67,18 +71,29 @@ def up(scenario: str, run_id: str | None) -> None:
 
 
 @netem.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
+@click.option("--scenario", default=None, help="Stop every run brought up with this scenario.")
 @click.option("--timeout", default=15.0, show_default=True, help="Seconds to wait for the owner.")
-def down(run_id: str, timeout: float) -> None:
-    """Stop run RUN_ID: ask its owner to tear down, then remove any leftovers."""
+def down(run_id: str | None, scenario: str | None, timeout: float) -> None:
+    """Stop run RUN_ID (or the runs of --scenario): ask the owner to tear down, clean up."""
+    if (run_id is None) == (scenario is None):
+        raise UserError("give a RUN_ID or --scenario NAME (see `pddbench netem status`)")
     nsutil.require_net_admin()
-    for state in load_states():
-        if state.run_id == run_id and state.owner_alive():
+    states = load_states()
+    if scenario is not None:
+        ids = sorted({s.run_id for s in states if s.scenario == scenario})
+        if not ids:
+            raise UserError(f"no emulated network of scenario {scenario!r} is up")
+    else:
+        ids = [str(run_id)]
+    for state in states:
+        if state.run_id in ids and state.owner_alive():
             os.kill(state.owner_pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while state.owner_alive() and time.monotonic() < deadline:
                 time.sleep(0.1)
-    click.echo(cleanup(run_id).summary())
+    for rid in ids:
+        click.echo(f"run {rid}: {cleanup(rid).summary()}")
 
 
 @netem.command()
@@ -122,7 +137,7 @@ def probe(
     """Bring the network up, measure every link, compare with the scenario, tear down."""
     config = load_network_config(scenario)
     tolerance = ProbeTolerance(rtt_tolerance_ms, p99_tolerance_ms, goodput_fraction)
-    with Topology.up(config, run_id) as topo:
+    with Topology.up(config, run_id, label=scenario) as topo:
         _print_topology(topo)
         probes = topo.probe(samples=samples, bulk_seconds=bulk_seconds, congestion=congestion)
     problems: list[str] = []

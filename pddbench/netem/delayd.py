@@ -1,8 +1,8 @@
 """The userspace delay stage of one link direction: an NFQUEUE verdict daemon.
 
 Run as ``python -m pddbench.netem.delayd --queue N ...`` inside the sending switch's
-namespace (``links`` starts it there with PDEATHSIG and adds the ``iptables -j NFQUEUE``
-rule once it reports ready). Packets stay in the kernel; this process sees only their
+namespace (``links`` starts it there with PDEATHSIG and installs the NFQUEUE steering
+rule, ``nftables``, once it reports ready). Packets stay in the kernel; this process sees only their
 ids, asks ``DelayLine`` when each is due, and releases due packets in order with one
 batched verdict. Waits are precise without burning a core: the timer slack is set to
 1 ns, ``select`` sleeps until the deadline minus its learned wake-up lateness (a running
@@ -10,6 +10,7 @@ average) and a short spin (``--margin-us``) finishes it. It tries SCHED_FIFO. It
 relays packet bytes.
 
 Control protocol (JSON lines): stdin takes ``{"cmd": "set", ...DelaySettings fields}``
+(optionally ``"lead_us"``: the stage latency to offset, as calibrated by ``topology``)
 and ``{"cmd": "stats"}``; stdout answers each with one JSON line (``{"ready": ...}`` first).
 EOF on stdin ends the daemon; so does the death of its parent (PDEATHSIG).
 """
@@ -123,9 +124,20 @@ def serve(args: argparse.Namespace) -> int:
 def _handle(cmd: dict[str, object], line: DelayLine) -> None:
     kind = cmd.pop("cmd", None)
     if kind == "set":
+        lead = cmd.pop("lead_us", None)
+        if isinstance(lead, int | float):
+            line.set_lead(float(lead))
         fields = {**line.settings.to_dict(), **cmd}
         line.update(DelaySettings(**fields))  # type: ignore[arg-type]
-        _reply({"ok": True, "t_mono_ns": time.monotonic_ns(), "settings": line.settings.to_dict()})
+        settings = line.settings.to_dict()
+        _reply(
+            {
+                "ok": True,
+                "t_mono_ns": time.monotonic_ns(),
+                "settings": settings,
+                "lead_us": line.lead_us,
+            }
+        )
     elif kind == "stats":
         late = sorted(line.lateness_ns)
         lateness = {}

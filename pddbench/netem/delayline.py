@@ -71,6 +71,14 @@ class DelayLine:
         self.settings = settings
         self.update(settings)
 
+    def set_lead(self, lead_us: float) -> None:
+        """Release packets arriving from now on ``lead_us`` early (the stage's own latency)."""
+        self._lead_ns = int(max(0.0, lead_us) * 1000)
+
+    @property
+    def lead_us(self) -> float:
+        return self._lead_ns / 1000
+
     def update(self, settings: DelaySettings) -> None:
         """New settings apply to packets arriving from now on; held packets keep their time."""
         self.settings = settings

@@ -2,8 +2,9 @@
 
 ``ShapedDirection`` installs the traffic-control tree that ``shaping`` describes on the
 egress interface of the sending switch, starts the NFQUEUE delay daemon (``delayd``)
-inside that switch's namespace and adds the ``iptables -j NFQUEUE`` rule once the daemon
-has bound its queue, and applies runtime changes (rate, delay, jitter, loss, down/up).
+inside that switch's namespace and installs the NFQUEUE steering rule over netlink
+(``nftables``; no iptables binary) once the daemon has bound its queue, and applies
+runtime changes (rate, delay, jitter, loss, down/up).
 It owns those kernel objects and that process; it must not decide names or backends.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from pddbench.errors import UserError
 from pddbench.netem import nsutil
 from pddbench.netem.delayline import DelaySettings
+from pddbench.netem.nftables import QueueRule, install_queue_rules
 from pddbench.netem.plan import DirectionPlan
 from pddbench.netem.shaping import (
     ShapingBackend,
@@ -159,33 +161,33 @@ class ShapedDirection:
         apply_tc(self.plan.netns, self.plan.ifname, shaping_requests(self.backend, self.shape))
         if self.daemon is not None:
             self.daemon.wait_ready()
-            rule = [
-                "-o",
-                self.plan.ifname,
-                "-j",
-                "NFQUEUE",
-                "--queue-num",
-                str(self.plan.queue_num),
-            ]
+            rule = QueueRule(self.plan.ifname, self.plan.queue_num)
             try:
-                nsutil.run(
-                    self.plan.netns, ["iptables", "-w", "-t", "mangle", "-A", "POSTROUTING", *rule]
-                )
-            except subprocess.CalledProcessError as exc:
-                raise UserError(f"iptables NFQUEUE rule failed: {exc.stderr.strip()}") from exc
+                nsutil.run_in_netns(self.plan.netns, install_queue_rules, [rule])
+            except OSError as exc:
+                raise UserError(
+                    f"cannot steer {self.plan.key} into its delay stage: {exc}"
+                ) from exc
 
     def apply(self, shape: Shape, down: bool) -> None:
         """Make ``shape`` (effective values) and ``down`` current."""
         requests = change_requests(self.backend, self.shape, shape, down=down)
         if requests:
             apply_tc(self.plan.netns, self.plan.ifname, requests)
-        if self.daemon is not None:
-            settings = DelaySettings.from_shape(shape, down=down)
-            reply = self.daemon.command({"cmd": "set", **settings.to_dict()})
-            if not reply.get("ok"):
-                raise RuntimeError(f"delay daemon refused the change: {reply}")
+        self.apply_delay_only(DelaySettings.from_shape(shape, down=down))
         self.shape = shape
         self.down = down
+
+    def apply_delay_only(self, settings: DelaySettings, lead_us: float | None = None) -> None:
+        """Set the delay stage alone (not ``self.shape``): used to calibrate its latency."""
+        if self.daemon is None:
+            return
+        cmd: dict[str, Any] = {"cmd": "set", **settings.to_dict()}
+        if lead_us is not None:
+            cmd["lead_us"] = lead_us
+        reply = self.daemon.command(cmd)
+        if not reply.get("ok"):
+            raise RuntimeError(f"delay daemon refused the change: {reply}")
 
     def stats(self) -> dict[str, Any]:
         if self.daemon is None:

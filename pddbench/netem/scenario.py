@@ -1,7 +1,11 @@
-"""Read the ``[network]`` table of a scenario TOML file into a :class:`NetworkConfig`.
+"""The network a ``pddbench netem`` command emulates: from a scenario name or a TOML file.
 
-A stop-gap until the harness's scenario loader hands over the same model: it owns only
-the file reading and turning validation errors into one clear ``UserError``.
+A built-in scenario name, or a file with ``[deployment]`` / ``[[engines]]``, is loaded and
+validated by the harness's scenario loader — the one ``pddbench replay`` uses — and its
+network is :meth:`Scenario.network_config` (sites from the instances' datacenters, the
+scenario's ``emulation_scale``), so ``netem probe --scenario pdd`` measures exactly the
+links a replay of ``pdd`` gets. A file with only a ``[network]`` table (with ``sites``) is
+a bare topology. This module owns only that choice and one-line errors.
 """
 
 from __future__ import annotations
@@ -29,15 +33,17 @@ def network_from_mapping(data: dict[str, Any], source: str = "scenario") -> Netw
         raise UserError(first + more, details=details) from None
 
 
-def load_network_config(path: str | Path) -> NetworkConfig:
-    """The ``[network]`` table of the TOML file at ``path``, validated."""
-    p = Path(path)
+def load_network_config(name_or_path: str | Path) -> NetworkConfig:
+    """The network of a built-in scenario or scenario file, or of a bare ``[network]`` file."""
+    from pddbench.harness.config.scenario import parse_scenario, scenario_text
+
+    text, origin = scenario_text(str(name_or_path))
     try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"scenario file not found: {p}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{p}: not valid TOML: {exc}") from None
+        raise UserError(f"{origin}: not valid TOML: {exc}") from None
     if "network" not in data or not isinstance(data["network"], dict):
-        raise UserError(f"{p}: no [network] table")
-    return network_from_mapping(data["network"], str(p))
+        raise UserError(f"{origin}: no [network] table")
+    if "deployment" in data or "engines" in data:
+        return parse_scenario(text, origin).network_config()
+    return network_from_mapping(data["network"], origin)

@@ -64,10 +64,11 @@ class RunState:
     processes: list[ProcessRecord] = field(default_factory=list)
     network: dict[str, Any] = field(default_factory=dict)
     backends: dict[str, str] = field(default_factory=dict)
+    scenario: str = ""  # what the user named (`netem down --scenario` finds runs by it)
     path: str = ""
 
     @classmethod
-    def new(cls, run_id: str, prefix: str, network: dict[str, Any]) -> RunState:
+    def new(cls, run_id: str, prefix: str, network: dict[str, Any], scenario: str = "") -> RunState:
         me = os.getpid()
         state = cls(
             run_id=run_id,
@@ -76,6 +77,7 @@ class RunState:
             owner_start_ticks=process_start_ticks(me),
             created_unix=time.time(),
             network=network,
+            scenario=scenario,
         )
         state.path = os.path.join(state_dir(), f"{prefix.rstrip('-')}.json")
         return state

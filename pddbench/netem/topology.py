@@ -1,4 +1,6 @@
 """A running emulated network: build it from a plan, use it, tear it down completely.
+(Over 500 lines for one reason: a single class owns the whole lifecycle of a run's network.)
+
 
 ``with Topology.up(config, run_id=...) as topo:`` creates one namespace per site switch
 (a bridge for the intra-site segment, routed WAN veths to other sites), per instance and
@@ -19,6 +21,7 @@ import ipaddress
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -116,6 +119,7 @@ class TopologyReport:
     backends: dict[str, str]  # "link:direction" -> "backend (reason)"
     daemons: dict[str, dict[str, Any]]
     tcp: TcpSettings
+    lead_us: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -163,14 +167,19 @@ def _signals_raise(enabled: bool) -> Iterator[None]:
 class Topology:
     """Owns the namespaces, links, shaping and processes of one run."""
 
-    def __init__(self, config: NetworkConfig, run_id: str, *, seed: int | None = None) -> None:
+    def __init__(
+        self, config: NetworkConfig, run_id: str, *, seed: int | None = None, label: str = ""
+    ) -> None:
         self.config = config
         self.plan: TopologyPlan = plan_topology(config, run_id)
         self.run_id = run_id
         self.seed = seed
-        self.state = RunState.new(run_id, self.plan.prefix, config.model_dump(mode="json"))
+        self.state = RunState.new(
+            run_id, self.plan.prefix, config.model_dump(mode="json"), scenario=label
+        )
         self.directions: dict[str, ShapedDirection] = {}
         self.changes: list[ChangeRecord] = []
+        self.lead_us: dict[str, float] = {}  # userspace delay stage: latency offset per direction
         self.notes: list[str] = []
         self.caps: Capabilities | None = None
         self.tcp = TcpSettings(buffer_bytes=buffer_bytes(self.plan))
@@ -189,6 +198,7 @@ class Topology:
         *,
         seed: int | None = None,
         handle_signals: bool = True,
+        label: str = "",
     ) -> Iterator[Topology]:
         """Bring the network up for the ``with`` block; always torn down afterwards.
 
@@ -197,7 +207,7 @@ class Topology:
         them ends (PDEATHSIG). SIGTERM/SIGHUP become :class:`Terminated` (main thread only).
         """
         nsutil.require_net_admin()
-        topo = cls(config, run_id or new_run_id(), seed=seed)
+        topo = cls(config, run_id or new_run_id(), seed=seed, label=label)
         with _signals_raise(handle_signals):
             try:
                 topo._build()
@@ -284,13 +294,42 @@ class Topology:
             apply_tc(host.netns, host.ifname, requests)
 
     def _shape_wan(self) -> None:
+        lead = self.config.nfqueue_lead_us
         for i, sd in enumerate(self.directions.values()):
             seed = None if self.seed is None else self.seed + i
-            daemon = sd.start_daemon(seed, self.config.nfqueue_lead_us)
+            daemon = sd.start_daemon(seed, 0.0 if lead == "auto" else float(lead))
             if daemon is not None:
                 self._record_process(daemon.pid, sd.plan.netns, f"delayd {sd.plan.key}")
         for sd in self.directions.values():
             sd.install()
+        if lead == "auto":
+            self._calibrate_lead()
+
+    def _calibrate_lead(self, samples: int = 100) -> None:
+        """Measure each userspace delay stage's own latency and release packets that early.
+
+        With the stage's delay at zero, RTT from the probe host behind switch A to the far
+        end of the link (two stage passes) minus RTT to the near end (none) is the cost of
+        two passes; half of it is each direction's lead. Recorded in ``lead_us``.
+        """
+        for wan in self.plan.wans:
+            pair = [self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]]
+            if any(sd.daemon is None for sd in pair):
+                continue
+            for sd in pair:
+                sd.apply_delay_only(DelaySettings())
+            ha = self.plan.probe_host(wan.a)
+            src = Endpoint(ha.netns, ha.address)
+            sw_a, sw_b = self.plan.switch(wan.a), self.plan.switch(wan.b)
+            near, _ = measure_rtt(src, Endpoint(sw_a.netns, wan.a_address), samples=samples)
+            far, _ = measure_rtt(src, Endpoint(sw_b.netns, wan.b_address), samples=samples)
+            lead_us = 0.0
+            if near and far:
+                lead_us = min(2000.0, max(0.0, (statistics.median(far) - statistics.median(near))))
+                lead_us *= 1000 / 2
+            for sd in pair:
+                sd.apply_delay_only(DelaySettings.from_shape(sd.shape, down=sd.down), lead_us)
+                self.lead_us[sd.plan.key] = round(lead_us, 1)
 
     def _record_process(self, pid: int, netns: str, role: str) -> None:
         with self._lock:
@@ -476,5 +515,6 @@ class Topology:
             backends={k: f"{sd.backend} ({sd.reason})" for k, sd in self.directions.items()},
             daemons={k: sd.daemon.info for k, sd in self.directions.items() if sd.daemon},
             tcp=self.tcp,
+            lead_us=dict(self.lead_us),
             notes=list(self.notes),
         )

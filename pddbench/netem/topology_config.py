@@ -149,8 +149,16 @@ class NetworkConfig(_Model):
     backend: Backend = "auto"
     tcp_buffer_bytes: int = Field(default=64 * 1024 * 1024, ge=1 << 20, le=1 << 30)
     # Userspace delay stage only: release packets this early to offset its own latency
-    # (wake-up on a queued packet + verdict), measured ~150-250 µs per pass on a 2-vCPU VM.
-    nfqueue_lead_us: float = Field(default=150.0, ge=0, le=5_000)
+    # (wake-up on a queued packet + verdict + reinjection; ~150-300 µs per pass on a 2-vCPU
+    # VM). "auto": measured on each link when the network comes up (``topology``).
+    nfqueue_lead_us: float | Literal["auto"] = "auto"
+
+    @field_validator("nfqueue_lead_us")
+    @classmethod
+    def _lead(cls, v: float | str) -> float | str:
+        if v != "auto" and not 0 <= float(v) <= 5_000:
+            raise ValueError("nfqueue_lead_us must be 'auto' or 0-5000 µs")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> NetworkConfig:

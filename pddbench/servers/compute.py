@@ -1,49 +1,50 @@
 """Compute model: what one forward pass of a serving instance costs, in seconds (sans-IO).
 
-Owns the roofline formulas that stand in for the GPU. Everything here is a pure function of
-a :class:`Machine` (hardware profile × chip count × model profile) and a :class:`StepShape`
-(what one batched forward pass contains). No clocks, no I/O, no scheduling decisions.
+Owns the roofline formulas that stand in for the GPU, priced per operation class. Everything
+here is a pure function of a :class:`Machine` (hardware profile × chip count × model profile)
+and a :class:`StepShape` (what one batched forward pass contains). No clocks, no I/O, no
+scheduling decisions. The calibration against public measurements lives in
+:mod:`pddbench.servers.calibration` (docs/calibration.md).
 
 A step (one forward pass) may contain prefill chunks, extend segments and decode tokens.
-With
+With ``n_i`` new tokens of prefill chunk *i* on top of ``c_i`` cached tokens, extend
+segments of ``k_j`` tokens on top of ``c_j`` (Extend-Decode handoff, MTP verification), and
+a decode batch of ``B`` sequences whose contexts sum to ``S``, the step processes
+``T = Σn_i + Σk_j + B`` tokens over ``N`` chips and costs::
 
-* ``n_i`` new tokens of prefill chunk *i* on top of ``c_i`` tokens already in KV,
-* ``k_j`` tokens of extend segment *j* on top of ``c_j`` tokens (an extend is priced as a
-  short prefill: multi-token verification / Extend-Decode handoff),
-* a decode batch of ``B`` sequences whose contexts sum to ``S``,
+    GEMMs       F_g = 2 · N_active · (T_p / η_gp + T_d / η_gd)   at the GEMM dtype's peak
+                      (prefill tokens T_p run large GEMMs at η_gp; decode and extend tokens
+                       T_d run the small per-expert GEMMs of a decode step at η_gd)
+                W   = W_dense · r + W_experts · (1 − (1 − k/E)^T)
+                      (dense weights always read: once per chip with data-parallel
+                       attention (r = N), once when tensor-parallel (r = 1); experts: the
+                       expected share of E experts that T tokens routed top-k touch)
+                t_g = max(F_g / (N · P_gemm), W / (N · BW · η_mem))
+    attention   F_a = a_p · Σ n_i (c_i + (n_i+1)/2)                  (prefill form)
+                    + a_d · [Σ k_j (c_j + (k_j+1)/2) + S]            (decode/absorbed form)
+                K   = s_kv · [Σ (c_i + n_i) + Σ (c_j + k_j) + S]      (KV read + written)
+                t_a = max(F_a / (N · P_attn · η_attn), K / (N · BW · η_mem))
+    scale-up    t_x = x_tok · T / (N · BW_link)         (NVLink inside a node, RDMA across)
+    latency     L   = layers · collectives · t_coll     (t_coll per topology: intra / inter)
 
-the step processes ``T = Σn_i + Σk_j + B`` tokens and costs::
+    t = max(t_g + t_a, t_x) + L + t_overhead
 
-    F_lin  = 2 · N_active · T                                    (GEMM FLOPs)
-    F_attn = a_p · [Σ n_i (c_i + (n_i+1)/2) + Σ k_j (c_j + (k_j+1)/2)] + a_d · S
-    W      = weight_bytes · (1 − (1 − ρ)^T),  ρ = N_active / N_total
-             (expected share of MoE weights touched by T tokens routed independently;
-              = all weights for a dense model, ≈ active weights for T = 1)
-    K      = s_kv · [Σ (c_i + n_i) + Σ (c_j + k_j) + S]             (KV read + written)
-    X      = x_tok · T   if chips > 1 else 0                    (scale-up traffic)
-
-    L      = layers · collectives_per_layer · t_collective   if chips > 1 else 0
-
-    t = max( (F_lin + F_attn) / (chips · P_dtype · η_c),
-             (W + K)          / (chips · BW_hbm  · η_m),
-             X                / (chips · BW_ic) )  +  L  +  t_overhead
-
-where ``a_p``/``a_d`` are the model's attention FLOPs per (query, context) pair for
-prefill/decode, ``s_kv`` its KV bytes per token, ``P_dtype`` the chip's dense peak for the
-model's compute dtype, ``η_c``/``η_m`` the profile's achievable fractions of peak, and
-``L`` the latency of the small-message collectives every layer waits for (MoE
-dispatch/combine or TP all-reduce; it dominates decode of a large MoE spread over many
-chips), and ``t_overhead`` a fixed per-step host cost (scheduling, kernel launches).
+Attention runs in BF16 whatever the weights are (FlashAttention / FlashMLA compute in BF16);
+GEMMs run at their own dtype (FP8 weights: FP8 peak; INT4 weight-only: dequantised to BF16).
+The bandwidth part of the MoE dispatch/combine overlaps with compute (two-batch overlap);
+the per-collective latency floor does not. ``t_overhead`` is the scheduler's per-step host
+cost. Topology comes from the instance: ``N ≤ chips_per_node`` is one node (NVLink), more is
+cross-node (RDMA).
 
 Consequences the benchmark relies on:
 
-* a decode step is memory-bound: its cost is set by weights touched plus KV read, so
-  extending ``k`` tokens costs about one decode step plus the extra compute and the extra
-  experts those tokens touch;
-* chunked prefill pays ``W + t_overhead`` per chunk, so the last partial chunk of a prompt
-  costs nearly as much as a full one when it is small (the "singular points" of the
-  bathtub) unless the scheduler packs it with other work;
-* KV capacity of an instance is its HBM minus weights minus a reserve, in tokens.
+* a small decode batch is memory- and latency-bound; MLA decode at long context turns
+  attention-compute-bound on a chip with little BF16 compute (H20);
+* extending ``k`` tokens costs about one decode step plus the extra attention and experts;
+* chunked prefill pays the weight read, latency and overhead per step, so a small last
+  chunk that is not packed with other work costs nearly a full step (the bathtub's dips);
+* KV capacity of an instance is its HBM minus weights (dense replicated per chip when
+  attention is data-parallel) minus a reserve, in tokens.
 
 The ``zero-compute`` hardware profile makes every term zero: a step costs ``t_overhead``.
 """
@@ -65,10 +66,40 @@ class Machine:
     chips: int
     model: ModelProfile
     step_overhead_s: float = 0.0005
+    attention_dp: bool = False  # data-parallel attention: each chip holds all dense weights
+    attention_dtype: str = "bf16"  # FlashAttention / FlashMLA compute dtype (FP8 attention: "fp8")
 
     def __post_init__(self) -> None:
         if self.chips < 1:
             raise UserError(f"an instance needs at least one chip, got {self.chips}")
+
+    @property
+    def cross_node(self) -> bool:
+        return self.chips > self.hardware.chips_per_node
+
+    @property
+    def collective_latency_s(self) -> float:
+        """Latency of one small-message collective across this instance's chips."""
+        if self.chips <= 1:
+            return 0.0
+        hw = self.hardware
+        return hw.collective_latency_inter_s if self.cross_node else hw.collective_latency_intra_s
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        """Per-chip bandwidth of the scale-up traffic (NVLink in a node, the NIC across)."""
+        hw = self.hardware
+        return hw.rdma_bytes_per_s if self.cross_node else hw.interconnect_bytes_per_s
+
+    @property
+    def dense_copies(self) -> int:
+        """How many copies of the dense weights the chips hold (and read each step)."""
+        return self.chips if self.attention_dp else 1
+
+    @property
+    def resident_weight_bytes(self) -> float:
+        md = self.model
+        return md.dense_weight_bytes * self.dense_copies + md.expert_weight_bytes
 
 
 @dataclass(frozen=True)
@@ -91,7 +122,11 @@ class StepCost:
     flops: float
     hbm_bytes: float
     comm_bytes: float
-    bound: str  # "compute" | "memory" | "interconnect" | "overhead"
+    bound: str  # "compute" | "memory" | "attention" | "interconnect" | "overhead"
+    gemm_s: float = 0.0
+    attention_s: float = 0.0
+    comm_s: float = 0.0
+    latency_s: float = 0.0
 
 
 def _div(x: float, rate: float) -> float:
@@ -100,36 +135,72 @@ def _div(x: float, rate: float) -> float:
     return 0.0 if math.isinf(rate) else x / rate
 
 
+def weights_touched_bytes(m: Machine, tokens: int) -> float:
+    """HBM bytes of weights one step of ``tokens`` tokens reads (see the module docstring)."""
+    md = m.model
+    dense = md.dense_weight_bytes * m.dense_copies
+    if md.experts <= 0 or tokens <= 0:
+        return dense + md.expert_weight_bytes
+    share = 1.0 - (1.0 - md.experts_per_token / md.experts) ** tokens
+    return dense + md.expert_weight_bytes * share
+
+
 def step_cost(m: Machine, shape: StepShape) -> StepCost:
     """Price one forward pass (formulas in the module docstring)."""
     t = shape.tokens
     if t <= 0:
         return StepCost(0.0, 0.0, 0.0, 0.0, "overhead")
-    md, hw = m.model, m.hardware
+    md, hw, n = m.model, m.hardware, m.chips
     pairs_p = 0.0
+    pairs_d = float(shape.decode_context)
     kv_tokens = float(shape.decode_context)
-    for n, c in (*shape.prefill, *shape.extend):
-        pairs_p += n * (c + (n + 1) / 2)
-        kv_tokens += c + n
-    flops = 2.0 * md.active_params * t + md.attn_flops_per_pair * pairs_p
-    flops += md.decode_attn_flops_per_pair * shape.decode_context
-    touched = 1.0 - (1.0 - md.active_fraction) ** t
-    hbm = md.weight_bytes * touched + md.kv_bytes_per_token * kv_tokens
-    comm = md.comm_bytes_per_token * t if m.chips > 1 else 0.0
-    t_compute = _div(flops, m.chips * hw.peak_flops(md.compute_dtype) * hw.compute_efficiency)
-    t_memory = _div(hbm, m.chips * hw.hbm_bytes_per_s * hw.memory_efficiency)
-    t_comm = _div(comm, m.chips * hw.interconnect_bytes_per_s)
-    body = max(t_compute, t_memory, t_comm)
-    latency = md.layers * md.collectives_per_layer * hw.collective_latency_s if m.chips > 1 else 0.0
+    for tok, c in shape.prefill:
+        pairs_p += tok * (c + (tok + 1) / 2)
+        kv_tokens += c + tok
+    for k, c in shape.extend:
+        pairs_d += k * (c + (k + 1) / 2)
+        kv_tokens += c + k
+    t_prefill = sum(tok for tok, _ in shape.prefill)
+    f_gemm = 2.0 * md.active_params * t
+    f_gemm_eff = (
+        2.0
+        * md.active_params
+        * (t_prefill / hw.gemm_efficiency + (t - t_prefill) / hw.decode_gemm_efficiency)
+    )
+    f_attn = md.attn_flops_per_pair * pairs_p + md.decode_attn_flops_per_pair * pairs_d
+    w = weights_touched_bytes(m, t)
+    kv = md.kv_bytes_per_token * kv_tokens
+    mem_rate = n * hw.hbm_bytes_per_s * hw.memory_efficiency
+    g_compute = _div(f_gemm_eff, n * hw.peak_flops(md.gemm_dtype))
+    g_memory = _div(w, mem_rate)
+    a_compute = _div(f_attn, n * hw.peak_flops(m.attention_dtype) * hw.attention_efficiency)
+    a_memory = _div(kv, mem_rate)
+    t_gemm = max(g_compute, g_memory)
+    t_attn = max(a_compute, a_memory)
+    comm = md.comm_bytes_per_token * t if n > 1 else 0.0
+    t_comm = _div(comm, n * m.link_bytes_per_s)
+    compute = t_gemm + t_attn
+    body = max(compute, t_comm)
+    latency = md.layers * md.collectives_per_layer * m.collective_latency_s
     if body <= 0:
         bound = "overhead"
-    elif body == t_compute:
-        bound = "compute"
-    elif body == t_memory:
-        bound = "memory"
-    else:
+    elif body == t_comm and t_comm > compute:
         bound = "interconnect"
-    return StepCost(body + latency + m.step_overhead_s, flops, hbm, comm, bound)
+    elif t_attn > t_gemm:
+        bound = "attention" if a_compute >= a_memory else "memory"
+    else:
+        bound = "compute" if g_compute >= g_memory else "memory"
+    return StepCost(
+        body + latency + m.step_overhead_s,
+        f_gemm + f_attn,
+        w + kv,
+        comm,
+        bound,
+        gemm_s=t_gemm,
+        attention_s=t_attn,
+        comm_s=t_comm,
+        latency_s=latency,
+    )
 
 
 def prefill_chunks(uncached: int, chunk_tokens: int) -> list[int]:
@@ -162,14 +233,33 @@ def extend_step_seconds(
     return step_cost(m, shape).seconds
 
 
+def kv_copy_seconds(m: Machine, tokens: int, block_size: int) -> float:
+    """GPU ↔ host staging of ``tokens`` tokens of paged KV on one side of a KV handoff.
+
+    The KV of a request lies in ``block_size``-token pages per layer; a transfer engine that
+    ships it over TCP gathers each (layer, page) piece with its own copy call into pinned
+    host memory: ``layers · pages`` calls of ``copy_call_latency`` plus the bytes at the
+    host link's rate. Zero on the zero-compute profile.
+    """
+    if tokens <= 0:
+        return 0.0
+    hw, md = m.hardware, m.model
+    pages = math.ceil(tokens / block_size)
+    calls = md.layers * pages
+    return calls * hw.copy_call_latency_s + _div(
+        md.kv_bytes_per_token * tokens, hw.host_copy_bytes_per_s
+    )
+
+
 def kv_capacity_tokens(m: Machine, reserve_fraction: float = 0.1) -> int:
-    """KV tokens an instance can hold: HBM minus weights minus an activation reserve."""
+    """KV tokens an instance can hold: HBM minus resident weights minus a reserve."""
     hbm = m.hardware.hbm_bytes * m.chips
-    free = hbm * (1.0 - reserve_fraction) - m.model.weight_bytes
+    weights = m.resident_weight_bytes
+    free = hbm * (1.0 - reserve_fraction) - weights
     if free <= 0:
         raise UserError(
-            f"{m.model.name} weights ({m.model.weight_bytes / 1e9:.0f} GB) do not fit in "
-            f"{m.chips} x {m.hardware.name} ({hbm / 1e9:.0f} GB HBM, "
+            f"{m.model.name} weights ({weights / 1e9:.0f} GB on {m.chips} chips) do not fit "
+            f"in {m.chips} x {m.hardware.name} ({hbm / 1e9:.0f} GB HBM, "
             f"{reserve_fraction:.0%} reserved); use more chips per instance"
         )
     return int(free // m.model.kv_bytes_per_token)

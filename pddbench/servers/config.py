@@ -61,7 +61,8 @@ class _Strict(BaseModel):
 
 class SchedulerSettings(_Strict):
     chunk_tokens: int = Field(8192, ge=1)
-    prefill_packing: bool = False
+    prefill_packing: bool = True  # pack chunks of several prompts into one step (SGLang)
+    mixed_extend: bool = False  # run handoff extends inside decode steps (SGLang: apart)
     max_batch: int = Field(256, ge=1)
     step_overhead_s: float = Field(0.0005, ge=0)
     hbm_reserve_fraction: float = Field(0.1, ge=0, lt=1)
@@ -71,6 +72,7 @@ class SchedulerSettings(_Strict):
         return SchedulerConfig(
             chunk_tokens=self.chunk_tokens,
             prefill_packing=self.prefill_packing,
+            mixed_extend=self.mixed_extend,
             max_batch=self.max_batch,
             step_overhead_s=self.step_overhead_s,
             hbm_reserve_fraction=self.hbm_reserve_fraction,
@@ -127,6 +129,12 @@ def _check_address(v: str) -> str:
     return v
 
 
+def _known(kind: str, name: str, known: dict[str, object]) -> str:
+    if name not in known:
+        raise ValueError(f"unknown {kind} profile {name!r}; known: {', '.join(sorted(known))}")
+    return name
+
+
 class InstanceConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     role: Role
@@ -136,9 +144,14 @@ class InstanceConfig(_Strict):
     hardware: str = "h800-sxm"
     chips: int = Field(16, ge=1)
     prefix_cache: bool = True  # radix prefix cache (the decode-side cache on D / MD)
+    attention_dp: bool = False  # data-parallel attention (dense weights on every chip)
     scheduler: SchedulerSettings | None = None
 
     _addr = field_validator("address", "listen")(lambda v: v if v is None else _check_address(v))
+
+    _hardware = field_validator("hardware")(
+        lambda v: _known("hardware", v, profiles.hardware_profiles())
+    )
 
     @property
     def bind(self) -> str:
@@ -162,6 +175,8 @@ class DeploymentConfig(_Strict):
     routing: RoutingSettings = RoutingSettings()
     handoff: HandoffSettings = HandoffSettings()
     instances: list[InstanceConfig]
+
+    _model = field_validator("model")(lambda v: _known("model", v, profiles.model_profiles()))
 
     @model_validator(mode="after")
     def _consistent(self) -> DeploymentConfig:
@@ -188,12 +203,14 @@ class DeploymentConfig(_Strict):
                 f"architecture {self.architecture} does not use roles: "
                 + ", ".join(sorted(r.value for r in extra))
             )
-        profiles.model(self.model)
-        for inst in self.instances:
+        for idx, inst in enumerate(self.instances):
             if inst.role is not Role.ROUTER:
-                kv_capacity_tokens(
-                    self.machine(inst), self.scheduler_for(inst).hbm_reserve_fraction
-                )
+                try:
+                    kv_capacity_tokens(
+                        self.machine(inst), self.scheduler_for(inst).hbm_reserve_fraction
+                    )
+                except UserError as exc:  # a field problem: name the field
+                    raise ValueError(f"instances[{idx}].chips ({inst.id}): {exc}") from None
         return self
 
     # -- derived ---------------------------------------------------------------------------
@@ -206,6 +223,7 @@ class DeploymentConfig(_Strict):
             chips=inst.chips,
             model=profiles.model(self.model),
             step_overhead_s=self.scheduler_for(inst).step_overhead_s,
+            attention_dp=inst.attention_dp,
         )
 
     def capacity_tokens(self, inst: InstanceConfig) -> int:
@@ -249,15 +267,39 @@ class DeploymentConfig(_Strict):
         return self.model_copy(update={"instances": insts})
 
 
+def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
+    """One ``field.path: problem`` line per validation error (``instances[2].role: ...``).
+
+    The path names the field as the file spells it (list items by index) under ``prefix``;
+    an unknown key says so. A validator's message that starts with a path of its own
+    (``instances[1].chips (p0): ...``) is joined onto the location instead of repeated."""
+    lines = []
+    for err in exc.errors():
+        parts: list[str] = [prefix] if prefix else []
+        for p in err["loc"]:
+            if isinstance(p, int) and parts:
+                parts[-1] += f"[{p}]"
+            else:
+                parts.append(str(p))
+        loc = ".".join(parts)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (a typo?)"
+        elif err["type"] in ("enum", "literal_error"):
+            msg = f"got {err['input']!r}; {msg[:1].lower()}{msg[1:]}"
+        head = msg.split(":", 1)[0]
+        if ":" in msg and head and " " not in head.split(" (")[0] and ("." in head or "[" in head):
+            lines.append(f"{loc}.{msg}" if loc and not head.startswith(loc) else msg)
+        else:
+            lines.append(f"{loc}: {msg}" if loc else msg)
+    return lines
+
+
 def parse_deployment(data: dict[str, Any], origin: str) -> DeploymentConfig:
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            lines.append(msg if loc == "(top level)" else f"{loc}: {msg}")
+        lines = error_lines(exc)
         raise UserError(f"{origin}: invalid deployment: {lines[0]}", details=lines) from None
 
 
@@ -265,7 +307,7 @@ SCENARIO_PACKAGE = "pddbench.scenarios"
 LOOPBACK_BASE_PORT = 8000
 
 
-def _deployment_table(data: dict[str, Any]) -> dict[str, Any]:
+def deployment_table(data: dict[str, Any]) -> dict[str, Any]:
     """The deployment in a scenario file (its ``[deployment]`` table) or a bare deployment.
 
     Instances without an ``address`` get loopback ports from 8000 in declaration order
@@ -301,7 +343,7 @@ def load_deployment(name_or_path: str) -> DeploymentConfig:
     if name_or_path in builtin_deployments():
         res = resources.files(SCENARIO_PACKAGE).joinpath(name_or_path + ".toml")
         data = tomllib.loads(res.read_text("utf-8"))
-        return parse_deployment(_deployment_table(data), name_or_path)
+        return parse_deployment(deployment_table(data), name_or_path)
     path = Path(name_or_path)
     if not path.is_file():
         raise UserError(
@@ -315,4 +357,4 @@ def load_deployment(name_or_path: str) -> DeploymentConfig:
         raise UserError(f"{path}: cannot read deployment: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: a deployment must be a table/object")
-    return parse_deployment(_deployment_table(data), str(path))
+    return parse_deployment(deployment_table(data), str(path))

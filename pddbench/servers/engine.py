@@ -8,8 +8,11 @@ Owns what a serving engine decides, without sockets or clocks (callers pass ``no
   that can never fit is refused at once;
 * **batching** — each step is one forward pass: the decode batch (up to ``max_batch``
   sequences, one token each), pending extend segments, and prefill chunks
-  (``chunk_tokens`` budget; one sequence per step unless ``prefill_packing``, so a short last
-  chunk is a step of its own); the step's duration comes from
+  (``chunk_tokens`` budget, packed across sequences as SGLang does by default, so a short
+  last chunk shares its step with the next prompt; ``prefill_packing = false`` gives each
+  sequence its own steps). Pending extends (Extend-Decode handoffs) run as a forward pass of
+  their own, queued behind the step in flight, as SGLang schedules an extend batch apart
+  from its decode batch (``mixed_extend`` mixes them instead); the step's duration comes from
   :func:`pddbench.servers.compute.step_cost`;
 * **progress** — when the caller reports that a step's modelled time has elapsed,
   ``complete`` advances the sequences and returns events (tokens, prefill progress, ...).
@@ -46,7 +49,8 @@ class Phase(StrEnum):
 @dataclass(frozen=True)
 class SchedulerConfig:
     chunk_tokens: int = 8192
-    prefill_packing: bool = False
+    prefill_packing: bool = True
+    mixed_extend: bool = False
     max_batch: int = 256
     step_overhead_s: float = 0.0005
     hbm_reserve_fraction: float = 0.1
@@ -77,6 +81,7 @@ class Seq:
     extend_final: bool = False
     node: Node | None = None
     private: int = 0
+    held: int = 0  # KV tokens this request holds against the instance's capacity
     chunks: int = 0
     t_submit: float = 0.0
     t_admit: float | None = None
@@ -169,6 +174,7 @@ class Engine:
         self._queue: list[Seq] = []  # waiting for admission, FIFO
         self._prefill: list[Seq] = []  # admitted, prompt being computed, FIFO
         self._running: dict[str, Seq] = {}  # DECODE / EXTEND, admission order
+        self._held_tokens = 0  # prompt + reserved output of admitted requests
         self.stats = EngineStats()
 
     # -- introspection ------------------------------------------------------------------
@@ -181,8 +187,15 @@ class Engine:
         return len(self._running)
 
     def load(self) -> float:
-        """Occupancy of the decode batch in [0, inf)."""
-        return len(self._running) / self.cfg.max_batch
+        """How saturated this instance is, in [0, inf): the largest of its KV memory held by
+        requests (their reservations and pinned prefixes, against capacity — so sequences
+        held against what memory allows), its decode batch against ``max_batch``, and 1.0 or
+        more while requests wait in the queue for memory."""
+        cap = self.pool.capacity_tokens
+        memory = self._held_tokens / cap if cap else 1.0
+        batch = len(self._running) / self.cfg.max_batch
+        load = max(memory, batch)
+        return max(load, 1.0) if self._queue else load
 
     def has_work(self) -> bool:
         return bool(self._prefill or self._running or self._queue)
@@ -229,6 +242,8 @@ class Engine:
             self._queue.pop(0)
             seq.node, seq.cached, seq.computed, seq.private = node, cached, cached, need
             seq.t_admit = now
+            seq.held = seq.prompt_len + seq.reserve_output
+            self._held_tokens += seq.held
             self.stats.cache_query_tokens += seq.prompt_len
             self.stats.cache_hit_tokens += cached
             if seq.compute_prompt:
@@ -305,11 +320,16 @@ class Engine:
         shape_extend: list[tuple[int, int]] = []
         batch = 0
         ctx_sum = 0
+        extending = not self.cfg.mixed_extend and any(
+            s.phase is Phase.EXTEND for s in self._running.values()
+        )
         for seq in self._running.values():
             if seq.phase is Phase.EXTEND:
                 k = seq.pending_extend
                 step.extend.append((seq, k))
                 shape_extend.append((k, seq.computed + seq.processed))
+            elif extending:
+                continue  # an extend batch is a forward pass of its own; decode waits for it
             elif batch < self.cfg.max_batch:
                 step.decode.append(seq)
                 batch += 1
@@ -418,6 +438,8 @@ class Engine:
         seq.node = node
 
     def _free(self, seq: Seq) -> None:
+        self._held_tokens -= seq.held
+        seq.held = 0
         if seq.node is not None:
             self.pool.tree.unpin(seq.node)
             seq.node = None

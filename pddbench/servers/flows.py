@@ -79,6 +79,8 @@ class Flow:
         self.ignored: set[str] = set()
         self.done_labels: set[str] = set()
         self.held: dict[str, str] = {}  # label -> instance id whose load we hold
+        self.held_tokens: dict[str, int] = {}  # label -> KV tokens counted on that instance
+        self.prefill_pending: tuple[str, float] | None = None  # (P, predicted s) on its backlog
         self.story = RequestStory(
             request_id=rid,
             seed=self.seed,
@@ -164,19 +166,26 @@ class Flow:
         md_cached = int(self.story.reserved["MD"]["cached"] or 0)
         p, p_blocks = self._pick("P", Role.PREFILL)
         link = r.link(p, md)
+        need = len(self.req.prompt) + self.req.max_tokens
+        prefill_s = r.predict_prefill_s(p, p_blocks, len(self.req.prompt))
         decision = decide_pipeline(
             PipelineInputs(
                 prompt_len=len(self.req.prompt),
                 md_cached_tokens=md_cached,
                 kv_bytes_per_token=r.model.kv_bytes_per_token,
-                predicted_prefill_s=r.predict_prefill_s(p, p_blocks, len(self.req.prompt)),
+                predicted_prefill_s=prefill_s,
                 link=link,
                 relay_available=r.has_healthy(Role.RELAY_DECODE),
+                prefill_queue_s=r.prefill_backlog_s[p.id],
+                relay_free_tokens=r.relay_room(),
+                relay_need_tokens=need,
             ),
             r.routing_policy,
         )
+        self._prefill_on(p.id, prefill_s)
         info = {
             "reason": decision.reason,
+            "prefill_queue_s": r.prefill_backlog_s[p.id] - prefill_s,
             "predicted_wan_s": decision.predicted_wan_s,
             "predicted_ttft_s": decision.predicted_ttft_s,
             "md_cached_tokens": md_cached,
@@ -186,7 +195,7 @@ class Flow:
             self._routed(Pipeline.DIRECT, info)
             self._open_prefill(p, [self._target(p, md, md_cached, "direct")])
             return
-        rld, _ = self._pick("RLD", Role.RELAY_DECODE)
+        rld, _ = self._pick("RLD", Role.RELAY_DECODE, need_tokens=need)
         only = decision.pipeline is Pipeline.RLD_ONLY
         body = {**self._core(), "mode": "direct" if only else "relay"}
         if not only:
@@ -240,13 +249,25 @@ class Flow:
         self.r.m.requests.inc(1, pipeline.value)
 
     # -- upstream streams -----------------------------------------------------------------
-    def _pick(self, label: str, role: Role) -> tuple[InstanceConfig, int]:
+    def _pick(self, label: str, role: Role, need_tokens: int = 0) -> tuple[InstanceConfig, int]:
         """Choose an instance and count this request on it at once (so that concurrent
-        requests deciding meanwhile see the load)."""
-        inst, blocks = self.r.choose(role, self.hashes)
+        requests deciding meanwhile see the load, and a relay's KV room)."""
+        inst, blocks = self.r.choose(role, self.hashes, need_tokens)
         self.held[label] = inst.id
-        self.r.hold(inst.id, self)
+        self.r.hold(inst.id, self, need_tokens)
+        self.held_tokens[label] = need_tokens
         return inst, blocks
+
+    def _prefill_on(self, p_id: str, seconds: float) -> None:
+        """Count this request's predicted prefill on P's backlog until P reports it done."""
+        self.prefill_pending = (p_id, seconds)
+        self.r.prefill_backlog_s[p_id] += seconds
+
+    def _prefill_settled(self) -> None:
+        if self.prefill_pending is not None:
+            p_id, seconds = self.prefill_pending
+            self.prefill_pending = None
+            self.r.prefill_backlog_s[p_id] = max(0.0, self.r.prefill_backlog_s[p_id] - seconds)
 
     def _open(self, label: str, inst: InstanceConfig, path: str, body: dict[str, Any]) -> None:
         self.story.instances[label] = inst.id
@@ -286,7 +307,7 @@ class Flow:
     def _release(self, label: str) -> None:
         inst_id = self.held.pop(label, None)
         if inst_id is not None:
-            self.r.unhold(inst_id, self)
+            self.r.unhold(inst_id, self, self.held_tokens.pop(label, 0))
 
     # -- event handling -------------------------------------------------------------------
     async def _pump(self, cond: Callable[[], bool]) -> None:
@@ -358,6 +379,8 @@ class Flow:
                 self.story.finish_reason = reason
                 self.story.finish_origin = _ORIGIN.get(label, label)
             self._release(label)
+        elif kind == "prefill" and label == "P":
+            self._prefill_settled()
         elif kind == "kv_sent" and ev.get("path") == "wan":
             self._wan_done(ev)
         elif kind == "handoff":
@@ -374,8 +397,12 @@ class Flow:
         if not self.wan:
             return
         link, modelled = self.wan.pop(0)
+        start = float(ev["start"])
         link.finished(
-            float(ev.get("modelled_bytes", modelled)), float(ev["end"]) - float(ev["start"])
+            float(ev.get("modelled_bytes", modelled)),
+            start=start,
+            first_byte=float(ev.get("first_byte", start)),
+            last_byte=float(ev["end"]),
         )
 
     def _check_complete(self) -> None:
@@ -423,8 +450,9 @@ class Flow:
 
     def _finish_up(self) -> None:
         for link, modelled in self.wan:
-            link.finished(modelled, 0.0)
+            link.abandoned(modelled)
         self.wan.clear()
+        self._prefill_settled()
         for label in list(self.held):
             self._release(label)
         if self.r.flows.get(self.rid) is self:

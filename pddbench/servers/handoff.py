@@ -12,8 +12,11 @@ A handoff is a sequence of :class:`Batch` es ``[start, end)`` sent by RLD:
 * **catch-up** — while more than ``catch_up_threshold`` tokens are pending, RLD sends a
   non-final batch of ``threshold`` tokens and keeps decoding; MD extends it and reports its
   new level; when at most ``threshold`` are pending RLD sends the final batch and stops;
-* **adaptive** — each decision picks one-shot when RLD's decode batch occupancy is at or
-  above ``adaptive_load_threshold``, else catch-up;
+* **adaptive** — each decision picks one-shot when RLD's load
+  (:meth:`pddbench.servers.engine.Engine.load`: KV memory held by its requests against its
+  capacity, its decode batch against ``max_batch``, ≥ 1 while requests queue for memory) is
+  at or above ``adaptive_load_threshold``, else catch-up: a relay that memory limits hands
+  off at once to free room, an idle one keeps the stream smooth;
 * **KV transfer (ablation)** — instead of token IDs RLD ships the KV of the tokens it
   processed (one final batch, like one-shot); MD adopts it and decodes on.
 
@@ -65,7 +68,7 @@ class HandoffError(Exception):
 
 
 def choose_schedule(policy: HandoffPolicy, load: float) -> HandoffSchedule:
-    """The schedule for one decision, given RLD's current decode-batch occupancy."""
+    """The schedule for one decision, given RLD's current load (see the module docstring)."""
     if policy.schedule is not HandoffSchedule.ADAPTIVE:
         return policy.schedule
     if load >= policy.adaptive_load_threshold:

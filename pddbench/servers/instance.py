@@ -328,6 +328,7 @@ class WorkerInstance(HandoffEndpoints):
                     to=r.to,
                     path=r.path,
                     start=r.start,
+                    first_byte=r.first_byte,
                     end=r.end,
                     bytes=r.bytes,
                     modelled_bytes=r.modelled_bytes,

@@ -5,7 +5,9 @@ Owns the messages of the Extend-Decode (or KV) handoff as a mixin of
 :class:`~pddbench.servers.handoff.RelayHandoff` what to send at each step boundary and POSTs
 batches to MD; MD validates each batch (token ids included) with its
 :class:`~pddbench.servers.handoff.MainHandoff`, extends or adopts, and acknowledges with its
-new level. Decisions stay in the sans-IO state machines; this module only moves them.
+new level. A KV handoff also pays the modelled GPU <-> host staging copy on each side
+(:func:`~pddbench.servers.compute.kv_copy_seconds`). Decisions stay in the sans-IO state
+machines; this module only moves them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from pddbench.servers import protocol as proto
+from pddbench.servers.compute import kv_copy_seconds
 from pddbench.servers.engine import Phase
 from pddbench.servers.handoff import (
     Adopt,
@@ -82,6 +85,10 @@ class HandoffEndpoints(_Base):
         ids = [] if batch.finished else [stream.token(p) for p in range(batch.start, batch.end)]
         kv_modelled = max(0, batch.end - 1 - batch.start) * self.kvb if batch.mode == "kv" else 0
         kv_real = scaled(kv_modelled, self.dep.byte_scale)
+        copy_s = 0.0
+        if batch.mode == "kv":  # gather the paged KV into pinned host memory first
+            copy_s = kv_copy_seconds(self.machine, kv_modelled // self.kvb, self.dep.block_size)
+            await asyncio.sleep(copy_s)
         t_send = time.monotonic()
         msg = proto.HandoffMsg(
             rid=job.rid,
@@ -122,6 +129,7 @@ class HandoffEndpoints(_Base):
             t_ack=t_ack,
             payload_bytes=len(body),
             modelled_payload_bytes=len(head) + kv_modelled,
+            copy_s=copy_s,
         )
         if batch.final:
             if not batch.finished:
@@ -172,6 +180,11 @@ class HandoffEndpoints(_Base):
         self.m.kv_received.inc(len(head) + got, msg.rld_instance, "handoff")
         if action is None:  # finished on RLD before MD's KV landed: retire on landing
             return web.json_response({"level": msg.end, "queued": True})
+        if isinstance(action, Adopt) and msg.kv_modelled_bytes:  # scatter into MD's pages
+            tokens = msg.kv_modelled_bytes // self.kvb
+            await asyncio.sleep(kv_copy_seconds(self.machine, tokens, self.dep.block_size))
+            if self.jobs.get(msg.rid) is not job or job.finished:
+                return web.json_response({"error": f"{msg.rid} ended on {self.id}"}, status=409)
         loop = asyncio.get_running_loop()
         ack: asyncio.Future[int] = loop.create_future()
         job.acks.append(ack)

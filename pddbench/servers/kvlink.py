@@ -5,7 +5,8 @@ suffix to one receiver *as the prefill produces it* (pipelined: after each chunk
 of the newly computed tokens are released), and :func:`receive_kv` counts them on the other
 side. Payload size is ``modelled KV bytes × byte_scale`` (the emulation byte scale), the
 content is zeros; whatever link lies between the two addresses decides how long it takes.
-Start, end and sizes are measured, never computed.
+Start (the POST), first byte on the wire, end (the receiver's answer) and sizes are
+measured, never computed.
 
 A receiver that gets fewer bytes than announced (connection cut, sender died) reports a
 broken transfer; a sender whose POST fails reports it too. Must not decide routing.
@@ -40,6 +41,7 @@ class KvResult:
     bytes: int
     modelled_bytes: int
     tokens: int
+    first_byte: float  # when the first byte went on the wire (start + waiting for the prefill)
 
 
 def scaled(modelled: float, byte_scale: float) -> int:
@@ -73,6 +75,7 @@ class KvSender:
         self.real_total = scaled(self.modelled_total, byte_scale)
         self._avail = self.skip
         self._more = asyncio.Event()
+        self.first_byte: float | None = None
 
     def available(self, computed_tokens: int) -> None:
         """The prefill has the KV of the first ``computed_tokens`` prompt tokens."""
@@ -95,6 +98,8 @@ class KvSender:
                 continue
             while sent < upto:
                 n = min(_PIECE, upto - sent)
+                if self.first_byte is None:
+                    self.first_byte = time.monotonic()
                 yield _ZEROS[:n]
                 sent += n
 
@@ -126,14 +131,16 @@ class KvSender:
             raise KvTransferError(
                 f"KV transfer to {t.instance} ({t.address}) failed: {type(exc).__name__}: {exc}"
             ) from None
+        end = time.monotonic()
         return KvResult(
             to=t.instance,
             path=t.path,
             start=start,
-            end=time.monotonic(),
+            end=end,
             bytes=self.real_total,
             modelled_bytes=self.modelled_total,
             tokens=self.tokens,
+            first_byte=self.first_byte if self.first_byte is not None else end,
         )
 
 

@@ -26,10 +26,17 @@ class HardwareProfile:
     peak_flops_fp8: float  # FLOP/s, dense
     hbm_bytes: float
     hbm_bytes_per_s: float
-    interconnect_bytes_per_s: float
-    compute_efficiency: float
-    memory_efficiency: float
-    collective_latency_s: float
+    interconnect_bytes_per_s: float  # NVLink, per chip
+    rdma_bytes_per_s: float  # scale-out NIC, per chip
+    chips_per_node: int
+    gemm_efficiency: float  # achieved share of the GEMM dtype's peak, prefill (large GEMMs)
+    decode_gemm_efficiency: float  # ... decode / extend steps (small per-expert GEMMs)
+    attention_efficiency: float  # achieved share of the BF16 peak (compute-bound attention)
+    memory_efficiency: float  # achieved share of HBM bandwidth (weight and KV streaming)
+    collective_latency_intra_s: float  # one small-message collective inside a node
+    collective_latency_inter_s: float  # ... across nodes
+    host_copy_bytes_per_s: float  # GPU <-> pinned host memory (PCIe), per transfer
+    copy_call_latency_s: float  # one copy call (launch + DMA setup)
     sources: tuple[str, ...]
 
     def peak_flops(self, dtype: str) -> float:
@@ -46,8 +53,12 @@ class ModelProfile:
     active_params: float
     layers: int
     kv_bytes_per_token: int
-    weight_bytes_per_param: float
-    compute_dtype: str
+    dense_params: float  # always-read weights (attention, shared experts, dense layers, head)
+    experts: int  # routed experts per MoE layer (0: dense model)
+    experts_per_token: int
+    dense_weight_bytes_per_param: float
+    expert_weight_bytes_per_param: float
+    gemm_dtype: str  # "fp8" or "bf16": the peak the GEMMs run at
     attn_flops_per_pair: float
     decode_attn_flops_per_pair: float
     comm_bytes_per_token: float
@@ -57,13 +68,21 @@ class ModelProfile:
     sources: tuple[str, ...]
 
     @property
-    def weight_bytes(self) -> float:
-        return self.total_params * self.weight_bytes_per_param
+    def expert_params(self) -> float:
+        return max(0.0, self.total_params - self.dense_params)
 
     @property
-    def active_fraction(self) -> float:
-        """Share of the weights one token touches (1.0 for a dense model)."""
-        return min(1.0, self.active_params / self.total_params)
+    def dense_weight_bytes(self) -> float:
+        return self.dense_params * self.dense_weight_bytes_per_param
+
+    @property
+    def expert_weight_bytes(self) -> float:
+        return self.expert_params * self.expert_weight_bytes_per_param
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights, stored once."""
+        return self.dense_weight_bytes + self.expert_weight_bytes
 
 
 def _positive(table: str, key: str, value: object) -> float:
@@ -76,6 +95,20 @@ def _non_negative(table: str, key: str, value: object) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0:
         raise UserError(f"profile {table}: {key} must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def _fraction(table: str, key: str, value: object) -> float:
+    v = _positive(table, key, value)
+    if v > 1:
+        raise UserError(f"profile {table}: {key} is a share of peak, at most 1, got {value!r}")
+    return v
+
+
+def _dtype(table: str, key: str, value: object) -> str:
+    dtype = str(value)
+    if dtype not in ("fp8", "bf16"):
+        raise UserError(f"profile {table}: {key} must be fp8 or bf16, got {dtype!r}")
+    return dtype
 
 
 def _load(filename: str) -> dict[str, dict[str, object]]:
@@ -98,10 +131,27 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
                 name, "interconnect_gb_s", t.get("interconnect_gb_s")
             )
             * 1e9,
-            compute_efficiency=_positive(name, "compute_efficiency", t.get("compute_efficiency")),
-            memory_efficiency=_positive(name, "memory_efficiency", t.get("memory_efficiency")),
-            collective_latency_s=_non_negative(
-                name, "collective_latency_us", t.get("collective_latency_us", 0.0)
+            rdma_bytes_per_s=_positive(name, "rdma_gb_s", t.get("rdma_gb_s")) * 1e9,
+            chips_per_node=int(_positive(name, "chips_per_node", t.get("chips_per_node", 8))),
+            gemm_efficiency=_fraction(name, "gemm_efficiency", t.get("gemm_efficiency")),
+            decode_gemm_efficiency=_fraction(
+                name, "decode_gemm_efficiency", t.get("decode_gemm_efficiency")
+            ),
+            attention_efficiency=_fraction(
+                name, "attention_efficiency", t.get("attention_efficiency")
+            ),
+            memory_efficiency=_fraction(name, "memory_efficiency", t.get("memory_efficiency")),
+            collective_latency_intra_s=_non_negative(
+                name, "collective_latency_intra_us", t.get("collective_latency_intra_us", 0.0)
+            )
+            * 1e-6,
+            collective_latency_inter_s=_non_negative(
+                name, "collective_latency_inter_us", t.get("collective_latency_inter_us", 0.0)
+            )
+            * 1e-6,
+            host_copy_bytes_per_s=_positive(name, "host_copy_gb_s", t.get("host_copy_gb_s")) * 1e9,
+            copy_call_latency_s=_non_negative(
+                name, "copy_call_latency_us", t.get("copy_call_latency_us", 0.0)
             )
             * 1e-6,
             sources=tuple(str(s) for s in t.get("sources", [])),  # type: ignore[union-attr]
@@ -114,22 +164,38 @@ def model_profiles() -> dict[str, ModelProfile]:
     out: dict[str, ModelProfile] = {}
     for name, t in _load("models.toml").items():
         attn = _positive(name, "attn_flops_per_pair", t.get("attn_flops_per_pair"))
-        dtype = str(t.get("compute_dtype", "bf16"))
-        if dtype not in ("fp8", "bf16"):
-            raise UserError(f"profile {name}: compute_dtype must be fp8 or bf16, got {dtype!r}")
+        total = _positive(name, "total_params", t.get("total_params"))
+        experts = int(_non_negative(name, "experts", t.get("experts", 0)))
+        dense = _positive(name, "dense_params", t.get("dense_params", total))
+        if dense > total or (experts == 0 and dense != total):
+            raise UserError(
+                f"profile {name}: dense_params must equal total_params for a dense model and "
+                "not exceed it for a MoE"
+            )
+        wbpp = t.get("weight_bytes_per_param")
         out[name] = ModelProfile(
             name=name,
             description=str(t.get("description", "")),
-            total_params=_positive(name, "total_params", t.get("total_params")),
+            total_params=total,
             active_params=_positive(name, "active_params", t.get("active_params")),
             layers=int(_positive(name, "layers", t.get("layers"))),
             kv_bytes_per_token=int(
                 _positive(name, "kv_bytes_per_token", t.get("kv_bytes_per_token"))
             ),
-            weight_bytes_per_param=_positive(
-                name, "weight_bytes_per_param", t.get("weight_bytes_per_param")
+            dense_params=dense,
+            experts=experts,
+            experts_per_token=int(
+                _non_negative(name, "experts_per_token", t.get("experts_per_token", 0))
             ),
-            compute_dtype=dtype,
+            dense_weight_bytes_per_param=_positive(
+                name, "dense_weight_bytes_per_param", t.get("dense_weight_bytes_per_param", wbpp)
+            ),
+            expert_weight_bytes_per_param=_positive(
+                name,
+                "expert_weight_bytes_per_param",
+                t.get("expert_weight_bytes_per_param", wbpp),
+            ),
+            gemm_dtype=_dtype(name, "gemm_dtype", t.get("gemm_dtype", "bf16")),
             attn_flops_per_pair=attn,
             decode_attn_flops_per_pair=_positive(
                 name, "decode_attn_flops_per_pair", t.get("decode_attn_flops_per_pair", attn)

@@ -70,6 +70,8 @@ class Router:
         self.story_grace_s = 0.5
         workers = [i for i in dep.instances if i.role is not Role.ROUTER]
         self.loads: dict[str, float] = {i.id: 0.0 for i in workers}
+        self.held_tokens: dict[str, int] = {i.id: 0 for i in workers}  # KV promised, per instance
+        self.prefill_backlog_s: dict[str, float] = {i.id: 0.0 for i in workers}  # P's queue
         # nothing is routable before its first successful probe (and connected channel)
         self.healthy: dict[str, bool] = {i.id: False for i in workers}
         self.flows_by_instance: dict[str, set[Flow]] = {i.id: set() for i in workers}
@@ -162,11 +164,16 @@ class Router:
         task.add_done_callback(self._bg.discard)
 
     # -- shared state for flows -----------------------------------------------------------
-    def choose(self, role: Role, hashes: list[int]) -> tuple[InstanceConfig, int]:
-        """A healthy instance of ``role`` for this prompt, and its believed cached blocks."""
+    def choose(
+        self, role: Role, hashes: list[int], need_tokens: int = 0
+    ) -> tuple[InstanceConfig, int]:
+        """A healthy instance of ``role`` for this prompt (with ``need_tokens`` of KV room, when
+        one has it), and its believed cached blocks."""
         pool = [i for i in self.dep.by_role(role) if self.healthy[i.id]]
         if not pool:
             raise RequestFailed(f"no healthy {role.value} instance")
+        roomy = [i for i in pool if self.room(i.id) >= need_tokens]
+        pool = roomy or pool
         loads = {i.id: self.loads[i.id] for i in pool}
         matched = {i.id: self.affinity.match(i.id, hashes) for i in pool}
         chosen = choose_instance(loads, matched, len(hashes), self.selection)
@@ -194,13 +201,24 @@ class Router:
         sched = self.dep.scheduler_for(p)
         return prefill_seconds(self.dep.machine(p), prompt_len - cached, cached, sched.chunk_tokens)
 
-    def hold(self, instance_id: str, flow: Flow) -> None:
+    def hold(self, instance_id: str, flow: Flow, tokens: int = 0) -> None:
         self.loads[instance_id] += 1
+        self.held_tokens[instance_id] += tokens
         self.flows_by_instance[instance_id].add(flow)
 
-    def unhold(self, instance_id: str, flow: Flow) -> None:
+    def unhold(self, instance_id: str, flow: Flow, tokens: int = 0) -> None:
         self.loads[instance_id] -= 1
+        self.held_tokens[instance_id] -= tokens
         self.flows_by_instance[instance_id].discard(flow)
+
+    def room(self, instance_id: str) -> int:
+        """KV tokens not yet promised to requests routed to this instance."""
+        return self.capacity[instance_id] - self.held_tokens[instance_id]
+
+    def relay_room(self) -> int | None:
+        """KV room on the roomiest healthy relay (None when there is none)."""
+        rooms = [self.room(i.id) for i in self.dep.by_role(Role.RELAY_DECODE) if self.healthy[i.id]]
+        return max(rooms) if rooms else None
 
     def abort(self, inst: InstanceConfig, rid: str, reason: str) -> None:
         async def post() -> None:

@@ -8,13 +8,19 @@ Owns the pure decision logic of the front door:
 * :func:`choose_instance` — cache-aware, load-balanced choice (SGLang-router style: take the
   instance with the longest match when it covers enough of the prompt and is not much busier
   than the least-loaded one, else the least-loaded);
-* :class:`LinkEstimator` — a link's available bandwidth (EWMA of observed KV transfers,
-  starting from a configured prior) and its queue (modelled bytes in flight);
-* :func:`decide_pipeline` — PDD's hit-rate-aware routing: predict the WAN transfer time of
-  the suffix MD lacks, ``(bytes in flight + uncached suffix bytes) / bandwidth``, add the
-  predicted prefill time, and take the relay (P→RLD→MD) when that would break the TTFT
-  target; or a fixed threshold on uncached tokens; or always / never relay. The P→RLD-only
-  ablation finishes low-hit relayed requests on RLD.
+* :class:`LinkEstimator` — a link's available bandwidth and its queue (modelled bytes in
+  flight). The bandwidth is bytes delivered over the time the link was busy: each finished
+  transfer reports its first and last byte on the wire, and the estimate is the bytes of the
+  recent transfers over the union of their [first, last] intervals (concurrent transfers
+  share the link without being counted twice; time a transfer spent queued at P waiting for
+  its prefill is not transfer time). A configured prior serves until the first sample;
+* :func:`decide_pipeline` — PDD's hit-rate-aware routing: predict the TTFT of the direct
+  path as P's queue (predicted prefill work ahead on P) + this prompt's prefill + the WAN
+  transfer of the suffix MD lacks, ``(bytes in flight + uncached suffix bytes) / bandwidth``,
+  and take the relay (P→RLD→MD) when that would break the TTFT target; or a fixed threshold
+  on uncached tokens; or always / never relay. A relay without KV room for the request is
+  not taken (the request goes direct instead of waiting for RLD's memory, which would stall
+  its prefill). The P→RLD-only ablation finishes low-hit relayed requests on RLD.
 * :class:`TokenSequencer` — merges the token streams of RLD and MD into one in-order stream
   and reports any duplicate (a seam bug) instead of hiding it.
 
@@ -110,36 +116,66 @@ def choose_instance(
 class LinkEstimator:
     """Available bandwidth and queue of one link, from observed transfers (modelled bytes)."""
 
-    def __init__(self, prior_bytes_per_s: float, *, alpha: float = 0.3, measured: bool = True):
+    def __init__(
+        self,
+        prior_bytes_per_s: float,
+        *,
+        measured: bool = True,
+        window: int = 16,
+        min_bytes: float = 1e6,
+    ) -> None:
         self.bandwidth = prior_bytes_per_s
-        self.alpha = alpha
         self.measured = measured
+        self.window = window
+        self.min_bytes = min_bytes
         self.in_flight_bytes = 0.0
         self.in_flight = 0
         self.samples = 0
+        self._recent: list[tuple[float, float, float]] = []  # (first byte, last byte, bytes)
 
     def started(self, modelled_bytes: float) -> None:
         self.in_flight_bytes += modelled_bytes
         self.in_flight += 1
 
-    def finished(self, modelled_bytes: float, seconds: float, *, min_bytes: float = 1e6) -> None:
-        """A transfer ended; transfers big enough to measure update the bandwidth estimate.
+    def finished(
+        self, modelled_bytes: float, *, start: float, first_byte: float, last_byte: float
+    ) -> None:
+        """A transfer ended; one big enough to measure updates the bandwidth estimate.
 
-        The sample is the transfer's throughput times the number of transfers sharing the
-        link when it ended (fair sharing), so concurrent transfers do not look like a slow
-        link.
+        ``start`` is when P admitted it (its POST), ``first_byte`` when its first byte went on
+        the wire, ``last_byte`` when its last arrived; only [first_byte, last_byte] counts.
         """
-        sharing = max(1, self.in_flight)
         self.in_flight_bytes = max(0.0, self.in_flight_bytes - modelled_bytes)
         self.in_flight = max(0, self.in_flight - 1)
-        if not self.measured or modelled_bytes < min_bytes or seconds <= 0:
+        if not self.measured or modelled_bytes < self.min_bytes or last_byte <= first_byte:
             return
-        sample = modelled_bytes / seconds * sharing
+        del start  # waiting at P for the prefill is not transfer time
+        self._recent.append((first_byte, last_byte, modelled_bytes))
+        del self._recent[: -self.window]
         self.samples += 1
-        self.bandwidth += self.alpha * (sample - self.bandwidth)
+        self.bandwidth = sum(b for _, _, b in self._recent) / _busy_seconds(self._recent)
+
+    def abandoned(self, modelled_bytes: float) -> None:
+        """A transfer that will never report (its request failed): drop it from the queue."""
+        self.in_flight_bytes = max(0.0, self.in_flight_bytes - modelled_bytes)
+        self.in_flight = max(0, self.in_flight - 1)
 
     def predict_seconds(self, modelled_bytes: float) -> float:
         return (self.in_flight_bytes + modelled_bytes) / self.bandwidth
+
+
+def _busy_seconds(intervals: list[tuple[float, float, float]]) -> float:
+    """Length of the union of the [first, last] intervals."""
+    total = 0.0
+    end = float("-inf")
+    for a, b, _ in sorted(intervals):
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
 
 
 @dataclass(frozen=True)
@@ -159,6 +195,9 @@ class PipelineInputs:
     predicted_prefill_s: float
     link: LinkEstimator
     relay_available: bool = True
+    prefill_queue_s: float = 0.0  # predicted prefill work ahead of this request on P
+    relay_free_tokens: int | None = None  # KV room on the roomiest relay (None: unknown)
+    relay_need_tokens: int = 0  # KV the request would hold on the relay
 
 
 @dataclass(frozen=True)
@@ -177,7 +216,7 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
     """P→MD or P→RLD→MD (or the P→RLD-only ablation) for one request."""
     uncached = max(0, x.prompt_len - x.md_cached_tokens)
     wan_s = x.link.predict_seconds(uncached * x.kv_bytes_per_token)
-    ttft_s = x.predicted_prefill_s + wan_s
+    ttft_s = x.prefill_queue_s + x.predicted_prefill_s + wan_s
     p = policy.pipeline
     if p is PipelinePolicy.ALWAYS_RELAY:
         relay, reason = True, "policy: always relay"
@@ -189,11 +228,18 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
     else:
         relay = ttft_s > policy.ttft_target_s
         reason = (
-            f"predicted TTFT {ttft_s:.3f}s (prefill {x.predicted_prefill_s:.3f}s + WAN "
-            f"{wan_s:.3f}s) vs target {policy.ttft_target_s:.3f}s"
+            f"predicted TTFT {ttft_s:.3f}s (P queue {x.prefill_queue_s:.3f}s + prefill "
+            f"{x.predicted_prefill_s:.3f}s + WAN {wan_s:.3f}s) vs target "
+            f"{policy.ttft_target_s:.3f}s"
         )
     if relay and not x.relay_available:
         relay, reason = False, reason + "; no relay instance available"
+    elif relay and x.relay_free_tokens is not None and x.relay_free_tokens < x.relay_need_tokens:
+        relay = False
+        reason += (
+            f"; relay full ({x.relay_free_tokens} tokens of KV room, needs "
+            f"{x.relay_need_tokens}): direct instead of stalling the prefill"
+        )
     if not relay:
         return PipelineDecision(Pipeline.DIRECT, wan_s, ttft_s, reason)
     hit = x.md_cached_tokens / x.prompt_len if x.prompt_len else 1.0

@@ -38,9 +38,9 @@ def _fail(exc: UserError) -> None:
     click.get_current_context().exit(exc.exit_code)
 
 
-def _load(file: Path) -> Trace:
+def _load(file: Path, *, for_replay: bool = False) -> Trace:
     try:
-        return read_trace(file)
+        return read_trace(file, for_replay=for_replay)
     except UserError as exc:
         _fail(exc)
         raise AssertionError("unreachable") from exc
@@ -53,12 +53,12 @@ def _count_sessions(trace: Trace) -> int:
 @click.command("validate")
 @click.argument("file", type=click.Path(path_type=Path))
 def validate_command(file: Path) -> None:
-    """Check that FILE is a well-formed canonical trace.
+    """Check that FILE is a well-formed canonical trace that a replay can run.
 
     Prints "ok: N requests, M sessions" and exits 0, or prints one line per problem
     on stderr ("FILE: row N: FIELD: message", N counted from 0) and exits 2.
     """
-    trace = _load(file)
+    trace = _load(file, for_replay=True)
     click.echo(f"ok: {trace.num_requests} requests, {_count_sessions(trace)} sessions")
 
 

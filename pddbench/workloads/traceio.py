@@ -135,9 +135,12 @@ def _read_parquet(path: Path) -> pa.Table:
         ) from None
 
 
-def read_trace(path: str | Path, *, validate: bool = True) -> Trace:
-    """Read a canonical trace; raises :class:`TraceError` listing every problem found."""
-    from pddbench.workloads.validate import conform_table, validate_table
+def read_trace(path: str | Path, *, validate: bool = True, for_replay: bool = False) -> Trace:
+    """Read a canonical trace; raises :class:`TraceError` listing every problem found.
+
+    ``for_replay`` also checks what a replay needs beyond a well-formed trace
+    (:func:`~pddbench.workloads.validate.replay_problems`)."""
+    from pddbench.workloads.validate import conform_table, replay_problems, validate_table
 
     path = Path(path)
     raw = _read_parquet(path)
@@ -152,8 +155,12 @@ def read_trace(path: str | Path, *, validate: bool = True) -> Trace:
     table, problems = conform_table(raw, file=str(path))
     if not problems and validate:
         problems = validate_table(table, file=str(path))
+    if not problems and validate and for_replay:
+        problems = replay_problems(table, file=str(path))
     if problems:
-        raise TraceError(f"{path}: {len(problems)} problem(s) in trace", details=problems)
+        # one problem is its own one-line message; more are counted, then listed
+        head = problems[0] if len(problems) == 1 else f"{path}: {len(problems)} problems in trace"
+        raise TraceError(head, details=problems)
     source_text = meta.get(META_SOURCE, b"{}").decode(errors="replace")
     try:
         source = json.loads(source_text)

@@ -311,6 +311,42 @@ def _number_findings(r: _Rows) -> list[_Finding]:
     return f
 
 
+# Limits of what a replay can run (the materialiser builds every prompt as token ids):
+# a prompt or an output beyond 1 Mi tokens is past every model's context and would
+# allocate gigabytes per request; a block must hold the digits that keep prompts of
+# different hashes apart (materialize.Materializer) at the default client vocabulary
+# (32000 ids from 1000 on: 5 tokens; a smaller vocabulary is checked when it is used).
+MAX_TOKENS = 1 << 20
+MAX_BLOCK_SIZE = 1 << 16
+MIN_BLOCK_SIZE = 5
+MAX_ID_CHARS = 256
+_ID_ALLOWED = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"  # printable ASCII, no edge blanks
+
+
+def _limit_findings(r: _Rows) -> list[_Finding]:
+    f: list[_Finding] = []
+
+    def add(field: str, mask: np.ndarray, describe: Callable[[int], str]) -> None:
+        if mask.any():
+            f.append(_Finding(field, np.flatnonzero(mask), describe))
+
+    for name, values in ((Col.INPUT_LENGTH, r.input_length), (Col.OUTPUT_LENGTH, r.output_length)):
+        add(name, values > MAX_TOKENS,
+            lambda i, v=values: f"{v[i]} is more than the {MAX_TOKENS} tokens a replay sends")
+    add(Col.BLOCK_SIZE, (r.block_size > 0) & (r.block_size < MIN_BLOCK_SIZE),
+        lambda i: f"{r.block_size[i]} is below the {MIN_BLOCK_SIZE} tokens a block needs to "
+        "keep prompts of different hashes apart")
+    add(Col.BLOCK_SIZE, r.block_size > MAX_BLOCK_SIZE,
+        lambda i: f"{r.block_size[i]} is above the limit of {MAX_BLOCK_SIZE}")
+    ids = pc.fill_null(r.request_id, "x")
+    bad = ~pc.match_substring_regex(ids, _ID_ALLOWED).to_numpy(zero_copy_only=False)
+    bad |= pc.utf8_length(ids).to_numpy(zero_copy_only=False) > MAX_ID_CHARS
+    add(Col.REQUEST_ID, bad,
+        lambda i: f"{r.rid(i)} is not 1-{MAX_ID_CHARS} printable ASCII characters "
+        "(it travels in the X-Request-Id header)")
+    return f
+
+
 def _hash_findings(r: _Rows) -> list[_Finding]:
     f: list[_Finding] = []
     checkable = (r.hash_count >= 0) & (r.input_length > 0) & (r.block_size > 0)
@@ -492,7 +528,8 @@ def _turn_findings(r: _Rows) -> list[_Finding]:
 def validate_table(table: pa.Table, *, file: str, max_problems: int = 50) -> list[str]:
     """One line ``FILE: row N: FIELD: message`` per row problem (``N`` is 0-based).
 
-    ``table`` must have the canonical schema (see :func:`conform_table`). Lines are
+    ``table`` must have the canonical schema (see :func:`conform_table`); what a replay
+    needs beyond a well-formed trace is :func:`replay_problems`. Lines are
     ordered by row, then by rule; after ``max_problems`` lines a last line
     ``... and K more problems`` counts the rest. An empty list means the trace is valid.
     """
@@ -504,6 +541,18 @@ def validate_table(table: pa.Table, *, file: str, max_problems: int = 50) -> lis
         *_id_findings(r),
         *_turn_findings(r),
     ]
+    return _lines(findings, file, max_problems)
+
+
+def replay_problems(table: pa.Table, *, file: str, max_problems: int = 50) -> list[str]:
+    """Lines as :func:`validate_table`'s for a valid trace that a replay cannot run:
+    lengths and block sizes past the replay's limits, request ids that cannot travel in
+    a header. ``pddbench trace validate`` and ``pddbench replay`` check them; analysis
+    commands read such traces."""
+    return _lines(_limit_findings(_Rows(table)), file, max_problems)
+
+
+def _lines(findings: list[_Finding], file: str, max_problems: int) -> list[str]:
     total = sum(int(x.rows.size) for x in findings)
     limit = max(max_problems, 0)
     candidates: list[tuple[int, int, int]] = []

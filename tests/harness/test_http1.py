@@ -288,7 +288,7 @@ def test_sse_reader_feed_is_split_invariant(cuts: list[int]) -> None:
             stopped = True
             break
     assert stopped and reader.done
-    summary = acc.summary(5)
+    summary = acc.summary()
     assert summary.output_tokens == 5 and summary.chunks == 5
 
 
@@ -303,10 +303,14 @@ def test_deferred_sse_parses_later_with_arrival_stamps_and_stops_on_done_or_erro
     assert not sink.feed(2.0, ev % 1 + b"data: [DO")
     assert acc.chunks == 2  # the "error" bytes made it parse what it held
     assert sink.feed(3.0, b"NE]\n\n") is False  # split marker: found only by parsing later
-    assert sink.feed(4.0, b"data: [DONE]\n\n")  # stop without parsing
-    assert acc.chunks == 2 and not reader.done
-    sink.drain()
-    assert reader.done and acc.summary(2).first_token_s == 1.0
+    assert sink.feed(4.0, b"data: [DONE]\n\n")  # maybe the end: parsed at once, by events
+    assert acc.chunks == 2 and reader.done
+    assert not sink.drain() and acc.summary().first_token_s == 1.0
+    # a token whose text holds the marker is not the end (an event is the whole data)
+    acc3 = StreamAccumulator()
+    sink3 = DeferredSse(SseReader(acc3))
+    assert not sink3.feed(1.0, b'data: {"choices":[{"text":"data: [DONE]","token_ids":[1]}]}\n\n')
+    assert acc3.chunks == 1 and not sink3.reader.done
     acc2 = StreamAccumulator()
     reader2 = SseReader(acc2)
     sink2 = DeferredSse(reader2)

@@ -18,8 +18,6 @@ from pddbench.harness.drive.locust.clock_sync import ClockSample, estimate
 from pddbench.harness.drive.locust.cpu import cpu_verdict
 from pddbench.harness.drive.locust.job import (
     RECORD_FIELDS,
-    options_from_dict,
-    options_to_dict,
     planned_requests,
     record_from_row,
     record_row,
@@ -28,9 +26,9 @@ from pddbench.harness.drive.locust.job import (
 )
 from pddbench.harness.drive.locust.run_state import WorkerState, cap_hit, judge_run
 from pddbench.harness.drive.locust.sharding import ShardSummary, shard_plan, task_groups
-from pddbench.harness.drive.replay import ReplayOptions
 from pddbench.harness.drive.stream import StreamAccumulator
 from pddbench.harness.drive.stream_records import SseReader, settle_record
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import OnError, PlannedRequest, ThinkPolicy
 from pddbench.harness.plan.sessions import Selection
 from pddbench.harness.rundir.records import RequestRecord
@@ -182,7 +180,7 @@ def test_options_survive_json() -> None:
         api=ApiConfig(kind=ApiKind.SGLANG, model="m", stall_timeout_s=3.0),
         integrity_seed=11,
     )
-    assert options_from_dict(json.loads(json.dumps(options_to_dict(options)))) == options
+    assert ReplayOptions.from_json(json.loads(json.dumps(options.to_json()))) == options
 
 
 def test_record_rows_move_time_points_only() -> None:
@@ -233,24 +231,24 @@ def test_shard_chunks_round_trip() -> None:
 def test_sse_reader_and_settle_match_the_stream_rules() -> None:
     acc = StreamAccumulator()
     reader = SseReader(acc)
-    assert not reader.feed_line(0.1, b": comment\n")
-    assert not reader.feed_line(0.2, b'data: {"choices": [{"text": ""}]}\n')  # role-only
-    assert not reader.feed_line(0.3, b'data: {"choices": [{"token_ids": [5, 6]}]}\n')
-    assert not reader.feed_line(0.5, b'data: {"choices": [{"token_ids": [7]}]}\r\n')
-    assert reader.feed_line(0.6, b"data: [DONE]\n") and reader.done
+    assert not reader.feed(0.1, b": comment\n\n")
+    assert not reader.feed(0.2, b'data: {"choices": [{"text": ""}]}\n\n')  # role-only
+    assert not reader.feed(0.3, b'data: {"choices": [{"token_ids": [5, 6]}]}\n\n')
+    assert not reader.feed(0.5, b'data: {"choices": [{"token_ids": [7]}]}\r\n\r')
+    assert reader.feed(0.6, b"\ndata: [DONE]\n\n") and reader.done
     record = RequestRecord("r", "s", 0, None, 0.0, actual_send_s=0.05, expected_output_tokens=3)
-    settle_record(record, reader, acc.summary(3), lambda: 0.7)
+    settle_record(record, reader, acc.summary(), lambda: 0.7)
     assert record.status == "ok" and record.output_tokens == 3
     assert record.ttft_s == pytest.approx(0.25) and record.end_s == 0.7
 
     cut = SseReader(StreamAccumulator())
-    cut.feed_line(0.3, b'data: {"choices": [{"token_ids": [5]}]}\n')
-    rec = RequestRecord("r", "s", 0, None, 0.0, actual_send_s=0.0)
-    settle_record(rec, cut, cut.acc.summary(None), lambda: 1.0)
+    cut.feed(0.3, b'data: {"choices": [{"token_ids": [5]}]}\n\n')
+    rec = RequestRecord("r", "s", 0, None, 0.0, actual_send_s=0.0, expected_output_tokens=1)
+    settle_record(rec, cut, cut.acc.summary(), lambda: 1.0)
     assert rec.error_class == "stream" and "without [DONE]" in (rec.error_message or "")
 
     bad = SseReader(StreamAccumulator())
-    assert bad.feed_line(0.1, b'data: {"error": {"message": "instance died"}}\n')
+    assert bad.feed(0.1, b'data: {"error": {"message": "instance died"}}\n\n')
     assert bad.server_error == "instance died"
 
 

@@ -115,7 +115,9 @@ def test_unreachable_target_records_connect_errors(tmp_path) -> None:
         text=True,
         timeout=60,
     )
-    assert res.returncode == 0 and "Traceback" not in res.stderr
+    # a run in which nothing succeeded exits 1 (its records are kept)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "every request failed (connect 6); error rate 100.0%" in res.stderr
     df = pq.read_table(_run_dir(tmp_path / "o") / "requests.parquet").to_pandas()
     assert len(df) == 6 and (df.error_class == "connect").all()
 

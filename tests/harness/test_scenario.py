@@ -37,7 +37,7 @@ def test_builtins_load_and_derive_sites() -> None:
             'name = "x"\nfront_door = "nope"\n[[engines]]\nname = "e"\ncommand = ["a"]\n',
             "front_door 'nope'",
         ),
-        ('name = "x"\n[[engines]]\nname = "e"\ncommand = ["a"]\nport = 0\n', "engines.0.port"),
+        ('name = "x"\n[[engines]]\nname = "e"\ncommand = ["a"]\nport = 0\n', "engines[0].port"),
         (
             'name = "x"\n[[engines]]\nname = "e"\ncommand = ["a"]\n[network]\nscale = -1\n',
             "network",

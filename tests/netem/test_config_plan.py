@@ -158,9 +158,29 @@ def test_scenario_file_network_table(tmp_path) -> None:
     (tmp_path / "bad.toml").write_text("[network]\nsites = []\n")
     with pytest.raises(UserError, match=r"\[network\] sites"):
         load_network_config(tmp_path / "bad.toml")
-    with pytest.raises(UserError, match="not found"):
+    with pytest.raises(UserError, match="No such file"):
         load_network_config(tmp_path / "missing.toml")
     (tmp_path / "none.toml").write_text("[other]\nx = 1\n")
     with pytest.raises(UserError, match=r"no \[network\] table"):
         load_network_config(tmp_path / "none.toml")
     assert network_from_mapping({"sites": [{"name": "a"}]}).sites[0].name == "a"
+
+
+def test_built_in_scenario_names_give_the_network_replay_gets() -> None:
+    from pddbench.harness.config.scenario import load_scenario
+
+    cfg = load_network_config("pdd")
+    assert cfg == load_scenario("pdd").network_config()
+    assert [s.name for s in cfg.sites] == ["dc-a", "dc-b"] and cfg.links[0].name == "wan"
+    with pytest.raises(UserError, match=r"unknown scenario 'nope' .*built-in: .*pdd"):
+        load_network_config("nope")
+
+
+def test_a_full_scenario_file_is_validated_as_replay_validates_it(tmp_path) -> None:
+    from pddbench.harness.config.scenario import scenario_text
+
+    text, _ = scenario_text("pdd")
+    bad = tmp_path / "bad-pdd.toml"
+    bad.write_text(text.replace("delay_ms = 15.0", "delay_ms = -1.0"))
+    with pytest.raises(UserError, match=r"invalid scenario: .*network.links.0.delay_ms"):
+        load_network_config(bad)

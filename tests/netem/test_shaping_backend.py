@@ -23,10 +23,8 @@ from pddbench.netem.shaping import (
 )
 from pddbench.netem.topology_config import Shape
 
-NETEM = Capabilities(netem=True, netem_probe="netem qdisc available", iptables="/usr/sbin/iptables")
-NO_NETEM = Capabilities(
-    netem=False, netem_probe=describe_netem_error(errno.ENOENT, ""), iptables="/usr/sbin/iptables"
-)
+NETEM = Capabilities(netem=True, netem_probe="netem qdisc available")
+NO_NETEM = Capabilities(netem=False, netem_probe=describe_netem_error(errno.ENOENT, ""))
 
 
 def encode_netem(kwargs: dict) -> dict:
@@ -116,8 +114,8 @@ def test_backend_falls_back_for_normal_jitter_even_with_netem() -> None:
 def test_backend_errors_name_the_remedy() -> None:
     with pytest.raises(UserError, match="linux-modules-extra"):
         choose_backend("kernel", NO_NETEM, Shape())
-    with pytest.raises(UserError, match="apt-get install -y iptables"):
-        choose_backend("auto", Capabilities(False, "x", None), Shape())
+    with pytest.raises(UserError, match="NFQUEUE target"):
+        choose_backend("auto", Capabilities(False, "x", False, "no nf_tables"), Shape())
     with pytest.raises(UserError, match="distribution table"):
         choose_backend("kernel", NETEM, Shape(jitter_ms=1, jitter_dist="normal"))
 

@@ -389,7 +389,7 @@ def test_sigkilled_owner_leaves_debris_that_cleanup_removes(topo: Topology, run_
     assert wait_dead(info["pids"]) == []  # PDEATHSIG: daemons and spawned processes died
     assert all(nsutil.netns_exists(n) for n in info["names"])  # namespaces survive the owner
     report = cleanup()  # default: runs whose owner is dead, and namespaces no run owns
-    assert sorted(report.namespaces_removed) == sorted(info["names"])
+    assert set(info["names"]) <= set(report.namespaces_removed)  # (and any other dead debris)
     assert nsutil.list_netns(f"pddb{run_id}") == []
     assert all(nsutil.netns_exists(n) for n in topo.plan.namespaces())  # a live run is kept
 

@@ -12,9 +12,11 @@ from pddbench.servers.compute import (
     decode_step_seconds,
     extend_step_seconds,
     kv_capacity_tokens,
+    kv_copy_seconds,
     prefill_chunks,
     prefill_seconds,
     step_cost,
+    weights_touched_bytes,
 )
 
 
@@ -36,8 +38,69 @@ def test_decode_is_memory_bound_and_grows_with_context() -> None:
     long = step_cost(m, StepShape(decode_batch=8, decode_context=8 * 65536))
     assert short.bound == "memory"
     assert long.seconds > short.seconds
-    # 10-30 ms per token: the band the PDD report describes for the flagship
-    assert 0.010 <= decode_step_seconds(m, 16, 16 * 65536) <= 0.030
+
+
+def test_long_context_mla_decode_on_h20_is_attention_compute_bound_at_bf16() -> None:
+    # ~180 FLOP per KV byte against an H20 BF16 ridge of ~37: compute, not memory, bounds it
+    m = machine("h20")
+    c = step_cost(m, StepShape(decode_batch=110, decode_context=110 * 65536))
+    assert c.bound == "attention"
+    md = m.model
+    floor = md.decode_attn_flops_per_pair * 110 * 65536 / (16 * m.hardware.peak_flops("bf16"))
+    assert c.attention_s >= floor  # priced at the BF16 peak, never the FP8 one
+    fp8 = Machine(m.hardware, 16, md, attention_dtype="fp8")
+    assert step_cost(fp8, StepShape(decode_batch=110, decode_context=110 * 65536)).seconds < (
+        c.seconds
+    )
+
+
+def test_collective_latency_depends_on_topology_not_chip() -> None:
+    model = profiles.model("llama-3.1-70b")
+    one_node = Machine(profiles.hardware("h800-sxm"), 8, model)
+    two_nodes = Machine(profiles.hardware("h800-sxm"), 16, model)
+    assert not one_node.cross_node and two_nodes.cross_node
+    a = step_cost(one_node, StepShape(decode_batch=1, decode_context=1000)).latency_s
+    b = step_cost(two_nodes, StepShape(decode_batch=1, decode_context=1000)).latency_s
+    assert b > 5 * a > 0
+    alone = Machine(profiles.hardware("h800-sxm"), 1, profiles.model("llama-3.1-8b"))
+    assert step_cost(alone, StepShape(decode_batch=1, decode_context=10)).latency_s == 0.0
+
+
+def test_weights_touched_are_dense_plus_the_experts_tokens_reach() -> None:
+    m = machine("h20")
+    md = m.model
+    one = weights_touched_bytes(m, 1)
+    assert one == pytest.approx(md.dense_weight_bytes + md.expert_weight_bytes * 8 / 384)
+    many = weights_touched_bytes(m, 4096)
+    assert many == pytest.approx(md.weight_bytes, rel=1e-6)  # every expert is reached
+    t = 32
+    share = 1 - (1 - 8 / 384) ** t
+    assert weights_touched_bytes(m, t) == pytest.approx(
+        md.dense_weight_bytes + md.expert_weight_bytes * share
+    )
+    dp = Machine(m.hardware, 16, md, attention_dp=True)  # each chip reads its dense copy
+    assert weights_touched_bytes(dp, 1) - one == pytest.approx(15 * md.dense_weight_bytes)
+
+
+def test_int4_profile_holds_more_kv_and_runs_gemms_at_bf16() -> None:
+    fp8 = machine("h20")
+    int4 = machine("h20", model="pdd-flagship-1t-int4")
+    assert int4.model.gemm_dtype == "bf16" and fp8.model.gemm_dtype == "fp8"
+    assert kv_capacity_tokens(int4) > 2 * kv_capacity_tokens(fp8)
+    assert int4.model.weight_bytes < 0.7 * fp8.model.weight_bytes
+    cold = StepShape(prefill=((8192, 0),))
+    assert step_cost(int4, cold).gemm_s > 1.5 * step_cost(fp8, cold).gemm_s
+
+
+def test_kv_handoff_copy_counts_calls_and_bytes() -> None:
+    m = machine()
+    hw = m.hardware
+    t = kv_copy_seconds(m, 100, 64)
+    calls = 61 * 2
+    assert t == pytest.approx(
+        calls * hw.copy_call_latency_s + 100 * 46490 / hw.host_copy_bytes_per_s
+    )
+    assert kv_copy_seconds(m, 0, 64) == 0.0
 
 
 def test_extend_costs_about_one_decode_step_plus_a_little() -> None:
@@ -77,7 +140,7 @@ def test_zero_compute_costs_only_the_overhead() -> None:
 def test_kv_capacity_is_hbm_minus_weights() -> None:
     m = machine("h20")
     cap = kv_capacity_tokens(m, 0.1)
-    expect = (16 * 96e9 * 0.9 - 1.04e12) // 46490
+    expect = (16 * 96e9 * 0.9 - m.model.weight_bytes) // 46490
     assert cap == int(expect)
     with pytest.raises(UserError, match="do not fit"):
         kv_capacity_tokens(machine("h800-sxm", chips=8))

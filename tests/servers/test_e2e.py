@@ -17,6 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from pddbench.servers import profiles
+
 from .helpers import Completion, agentic_prompts, complete, deployment, expected, running
 
 pytestmark = pytest.mark.timeout(120)
@@ -274,3 +276,40 @@ def test_pdd_rld_only_ablation_never_involves_md() -> None:
     assert all(c.pdd["wan_bytes"] == 0 for _, _, c in results)
     # MD only saw reservations that were then dropped; it never received any KV
     assert md_received == {"md0": 0, "md1": 0}
+
+
+def test_pdd_full_relay_does_not_stall_prefill() -> None:
+    """RLD has KV room for one relayed request at a time. While a first one holds it (its KV
+    to MD crawls over a slow link), a second low-hit request goes straight P -> MD and P
+    starts its prefill at once. (Before, the router relayed it anyway: the request waited in
+    RLD's admission queue and P did not start until the first one was handed off.)"""
+    hw, model = profiles.hardware("h800-sxm"), profiles.model("pdd-flagship-1t")
+    room = 4000  # RLD's KV capacity in tokens: one 3000 + 200 request fits, two do not
+    reserve = 1 - (model.weight_bytes + room * model.kv_bytes_per_token) / (16 * hw.hbm_bytes)
+    spec = deployment(
+        "pdd",
+        {"prefill": 1, "relay-decode": 1, "main-decode": 1},
+        routing={"pipeline_policy": "always-relay"},
+    )
+    for inst in spec["instances"]:
+        if inst["role"] == "relay-decode":
+            inst.update(hardware="h800-sxm", chips=16)
+            inst["scheduler"] = {"hbm_reserve_fraction": reserve + 1e-6}
+    rng = random.Random(5)
+    a, b = ([rng.randrange(100, 150000) for _ in range(3000)] for _ in range(2))
+    slow = {"md0": {"rate_bytes_per_s": 1e5}}  # 139 KB of scaled KV: ~1.4 s
+
+    async def main() -> tuple[Completion, Completion]:
+        async with running(spec, slow) as (_, url, _), aiohttp.ClientSession() as http:
+            first = asyncio.create_task(complete(http, url, a, 200, "full-a"))
+            await asyncio.sleep(0.3)
+            second = await complete(http, url, b, 20, "full-b")
+            return await first, second
+
+    first, second = asyncio.run(main())
+    assert first.pdd is not None and first.pdd["pipeline"] == "P->RLD->MD"
+    assert second.pdd is not None and second.ids == expected("full-b", 20)
+    assert second.pdd["pipeline"] == "P->MD", second.pdd["routing"]
+    assert "relay full" in second.pdd["routing"]["reason"]
+    t = second.pdd["times"]
+    assert t["prefill_start"] - t["arrival"] < 0.5  # no wait for RLD's memory

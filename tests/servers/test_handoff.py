@@ -6,6 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pddbench.servers import profiles
+from pddbench.servers.compute import Machine
+from pddbench.servers.engine import Engine, SchedulerConfig, Seq
 from pddbench.servers.handoff import (
     Adopt,
     Batch,
@@ -20,6 +23,8 @@ from pddbench.servers.handoff import (
     Retire,
     choose_schedule,
 )
+from pddbench.servers.radix import KvPool
+from pddbench.servers.tokens import TokenStream
 
 
 def policy(schedule: str, threshold: int = 64, load_threshold: float = 0.5) -> HandoffPolicy:
@@ -194,3 +199,33 @@ def test_every_position_exactly_once_in_a_tick_simulation(
         if len(shown) >= total and not rld_on and md_busy_until is None and not inbox_md:
             break
     assert shown == list(range(total))
+
+
+def test_adaptive_handoff_reads_the_relay_s_real_load() -> None:
+    """A relay that memory limits hands off one-shot; an idle one catches up. (The old
+    signal, decode batch / max_batch, kept a memory-full 16-chip RLD at <= 0.15: always
+    catch-up.)"""
+
+    def relay(requests: int) -> Engine:
+        m = Machine(profiles.hardware("h800-sxm"), 16, profiles.model("pdd-flagship-1t"))
+        e = Engine(m, KvPool(36 * 66560, 64), SchedulerConfig(max_batch=256))
+        for i in range(requests):
+            s = Seq(
+                f"r{i}",
+                65536,
+                [i * 10**6 + b for b in range(1024)],
+                TokenStream(0, f"r{i}", 1000),
+                max_tokens=1024,
+                reserve_output=1024,
+            )
+            e.submit(s, 0.0)
+            if i < 36:
+                e.kv_landed(f"r{i}", 0.0)  # decoding: in the running batch
+        return e
+
+    policy = HandoffPolicy(schedule=HandoffSchedule.ADAPTIVE)
+    full = relay(40)  # 36 sequences of 64K fill its KV memory, 4 more wait
+    assert full.running == 36 and full.queue_depth == 4
+    assert choose_schedule(policy, full.load()) is HandoffSchedule.ONE_SHOT
+    idle = relay(1)
+    assert choose_schedule(policy, idle.load()) is HandoffSchedule.CATCH_UP

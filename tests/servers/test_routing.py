@@ -67,21 +67,88 @@ def test_rld_only_ablation_finishes_low_hit_on_rld() -> None:
     assert decide_pipeline(slow, pol).pipeline is Pipeline.RELAY
 
 
-def test_link_estimator_learns_bandwidth_under_sharing() -> None:
-    link = LinkEstimator(GBPS10, alpha=1.0)
-    link.started(1e9)
-    link.started(1e9)
-    link.finished(1e9, 1.0)  # two transfers shared the link: 2 GB/s available
-    assert link.bandwidth == pytest.approx(2e9)
-    link.finished(1e9, 0.5)  # alone now
-    assert link.bandwidth == pytest.approx(2e9)
-    assert link.in_flight_bytes == 0
-    link.finished(1e3, 1.0)  # too small to measure: ignored
-    assert link.bandwidth == pytest.approx(2e9)
+def _shared_link(rate: float, transfers: list[tuple[float, float, float]]) -> list[float]:
+    """Last-byte times of transfers (admitted at P, first byte, bytes) on a fair-shared link
+    of ``rate`` bytes/s (processor sharing, work-conserving)."""
+    left = {k: b for k, (_, _, b) in enumerate(transfers)}
+    done: dict[int, float] = {}
+    t = 0.0
+    while left:
+        active = [k for k in left if transfers[k][1] <= t]
+        pending = [transfers[k][1] for k in left if transfers[k][1] > t]
+        if not active:
+            t = min(pending)
+            continue
+        share = rate / len(active)
+        dt = min(left[k] for k in active) / share
+        if pending and min(pending) - t < dt:
+            dt = min(pending) - t
+        for k in active:
+            left[k] -= share * dt
+        t += dt
+        for k in [k for k in active if left[k] <= 1e-6]:
+            del left[k]
+            done[k] = t
+    return [done[k] for k in range(len(transfers))]
+
+
+def test_link_estimator_measures_a_known_link_rate() -> None:
+    """Transfers wait at P for their prefill before the first byte and share the link with
+    others; the estimate is the link's rate. (The old sample, bytes / (admission -> last
+    byte) x transfers in flight, counted prefill waits as transfer time and queued transfers
+    as sharing: it missed by a wide margin.)"""
+    rate = 1.25e9  # 10 Gbit/s
+    transfers = []
+    for k in range(12):  # a request every 0.8 s, each first byte 0.3-1.5 s after admission
+        admit = 0.8 * k
+        transfers.append((admit, admit + 0.3 + 0.1 * (k % 13), 0.6e9 + 0.2e9 * (k % 3)))
+    last = _shared_link(rate, transfers)
+    link = LinkEstimator(GBPS10 / 10)  # a prior far off
+    events = sorted(
+        [(a, "start", k) for k, (a, _, _) in enumerate(transfers)]
+        + [(t, "end", k) for k, t in enumerate(last)]
+    )
+    for _, kind, k in events:
+        admit, first, size = transfers[k]
+        if kind == "start":
+            link.started(size)
+        else:
+            link.finished(size, start=admit, first_byte=first, last_byte=last[k])
+    assert link.samples == 12 and link.in_flight_bytes == 0
+    assert link.bandwidth == pytest.approx(rate, rel=0.02)
+
+
+def test_link_estimator_ignores_small_and_configured() -> None:
+    link = LinkEstimator(GBPS10)
+    link.started(1e3)
+    link.finished(1e3, start=0.0, first_byte=0.0, last_byte=1.0)  # too small to measure
+    assert link.bandwidth == GBPS10 and link.in_flight == 0
     fixed = LinkEstimator(GBPS10, measured=False)
     fixed.started(1e9)
-    fixed.finished(1e9, 100.0)
+    fixed.finished(1e9, start=0.0, first_byte=0.0, last_byte=100.0)
     assert fixed.bandwidth == GBPS10
+
+
+def test_predicted_ttft_counts_p_queue_and_a_full_relay_goes_direct() -> None:
+    pol = RoutingPolicy(ttft_target_s=2.0)
+    warm = PipelineInputs(65536, 62000, KVB, 0.2, LinkEstimator(GBPS10))
+    assert decide_pipeline(warm, pol).pipeline is Pipeline.DIRECT
+    queued = PipelineInputs(65536, 62000, KVB, 0.2, LinkEstimator(GBPS10), prefill_queue_s=2.5)
+    d = decide_pipeline(queued, pol)
+    assert d.predicted_ttft_s > 2.5 and d.pipeline is Pipeline.RELAY  # P's queue counts
+    cold = dict(
+        prompt_len=65536,
+        md_cached_tokens=0,
+        kv_bytes_per_token=KVB,
+        predicted_prefill_s=1.1,
+        link=LinkEstimator(GBPS10),
+        relay_need_tokens=66560,
+    )
+    roomy = decide_pipeline(PipelineInputs(**cold, relay_free_tokens=10**6), pol)
+    assert roomy.pipeline is Pipeline.RELAY
+    # RLD holds no room for it: waiting for RLD's memory would stall P's prefill; go direct
+    full = decide_pipeline(PipelineInputs(**cold, relay_free_tokens=30000), pol)
+    assert full.pipeline is Pipeline.DIRECT and "relay full" in full.reason
 
 
 def test_affinity_index_matches_prefix_and_evicts_lru() -> None:

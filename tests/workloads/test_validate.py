@@ -340,10 +340,22 @@ def test_broken_file_cli_runner(tmp_path: Path, name: str) -> None:
 
 
 def test_valid_file_cli_runner(tmp_path: Path) -> None:
-    path = write_trace(_table(_base_rows()), tmp_path / "ok.parquet")
+    path = write_trace(_table(_replayable_rows()), tmp_path / "ok.parquet")
     result = CliRunner().invoke(validate_command, [str(path)])
     assert result.exit_code == 0, result.output
     assert result.stdout == "ok: 4 requests, 2 sessions\n"
+
+
+def test_validate_refuses_what_a_replay_cannot_run(tmp_path: Path) -> None:
+    # block size 4 is a well-formed trace (inspect reads it) but too short a block for
+    # the materialiser at the default vocabulary
+    path = write_trace(_table(_base_rows()[:1]), tmp_path / "bs4.parquet")
+    result = CliRunner().invoke(validate_command, [str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"{path}: row 0: block_size: 4 is below the 5 tokens a block needs to keep "
+        "prompts of different hashes apart\n"
+    )
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -362,8 +374,12 @@ def test_broken_file_installed_cli(tmp_path: Path, name: str) -> None:
     assert proc.stdout == ""
 
 
+def _replayable_rows() -> list[Row]:
+    return [{**r, Col.BLOCK_SIZE: 8, Col.INPUT_LENGTH: 16} for r in _base_rows()]
+
+
 def test_valid_file_installed_cli(tmp_path: Path) -> None:
-    ok = write_trace(_table(_base_rows()), tmp_path / "ok.parquet")
+    ok = write_trace(_table(_replayable_rows()), tmp_path / "ok.parquet")
     proc = _run([str(_ENTRY), "trace", "validate", str(ok)])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "ok: 4 requests, 2 sessions\n"

@@ -1,8 +1,9 @@
 """``pddbench finalize RUN``: turn an interrupted run's journal into ``requests.parquet``.
 
 For runs whose harness died without finalising (SIGKILL, power loss): everything the
-journal holds up to its last flush becomes the records table, and the manifest is marked
-``recovered``.
+journal holds up to its last flush becomes the records table, lines that are not
+records (cut off, not JSON, not a record) are skipped and counted, and the manifest is
+marked ``recovered``. A ``requests.parquet`` is never replaced by one with fewer records.
 """
 
 from __future__ import annotations
@@ -22,23 +23,25 @@ from pddbench.harness.rundir.records import finalize_journal
 def finalize(run_dir: Path) -> None:
     """Finalise RUN_DIR's journal into requests.parquet (after a crash)."""
     paths = RunPaths(run_dir)
-    if not paths.journal.exists():
+    if not paths.journal.is_file():
         raise UserError(f"{run_dir}: no journal.jsonl here (not a pddbench run folder?)")
-    records, bad = finalize_journal(paths.journal, paths.requests)
-    manifest = _manifest_or_fresh(paths)
-    if manifest.status == RunStatus.RUNNING:
-        manifest.status = RunStatus.RECOVERED
-    manifest.records = records
-    manifest.journal_unreadable_lines = bad
-    manifest.save(paths.root)
-    click.echo(
-        f"{records} records -> {paths.requests}" + (f" ({bad} cut-off line skipped)" if bad else "")
-    )
+    try:
+        records, bad = finalize_journal(paths.journal, paths.requests)
+        manifest = _manifest_or_fresh(paths)
+        if manifest.status == RunStatus.RUNNING:
+            manifest.status = RunStatus.RECOVERED
+        manifest.records = records
+        manifest.journal_unreadable_lines = bad
+        manifest.save(paths.root)
+    except OSError as exc:
+        raise UserError(f"{run_dir}: cannot finalise: {exc.strerror or exc}") from None
+    note = f" ({bad} unreadable journal line(s) skipped)" if bad else ""
+    click.echo(f"{records} records -> {paths.requests}{note}")
 
 
 def _manifest_or_fresh(paths: RunPaths) -> RunManifest:
-    """The run's manifest; a cut-off or missing one starts afresh (the records are the
-    result, the manifest only describes them)."""
+    """The run's manifest; a missing, cut-off or malformed one starts afresh (the records
+    are the result, the manifest only describes them)."""
     try:
         return RunManifest.load(paths.root)
     except UserError:

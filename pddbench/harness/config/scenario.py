@@ -28,10 +28,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pddbench.errors import UserError
+from pddbench.harness.analysis.cost import CostModel
+from pddbench.harness.analysis.sla import SLA
 from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
+from pddbench.servers import profiles
+from pddbench.servers.config import DeploymentConfig, deployment_table, error_lines
 
 SCENARIO_PACKAGE = "pddbench.scenarios"
 
@@ -73,6 +84,16 @@ class ClientSettings(_Strict):
     cache_block_size: int | None = Field(None, ge=1)
     site: str | None = None  # where the load generator sits (default: the front door's)
 
+    @model_validator(mode="after")
+    def _vocabulary(self) -> ClientSettings:
+        # the materialiser needs at least two usable ids above the first one
+        if self.vocab_size - self.first_token_id < 2:
+            raise ValueError(
+                f"client.vocab_size: {self.vocab_size} must exceed client.first_token_id "
+                f"({self.first_token_id}) by at least 2 (prompts use ids in [first, vocab))"
+            )
+        return self
+
 
 class Scenario(_Strict):
     """A validated scenario (see the module docstring)."""
@@ -89,21 +110,35 @@ class Scenario(_Strict):
     probe_tolerance: ProbeToleranceSettings = Field(
         default_factory=lambda: ProbeToleranceSettings()
     )
-    sla: dict[str, Any] = Field(default_factory=dict)
-    cost: dict[str, Any] = Field(default_factory=dict)
+    sla: SLA | None = None  # absent: the report's default SLA
+    cost: CostModel | None = None  # absent (or an empty table): no BCR
     client: ClientSettings = ClientSettings()
+
+    @field_validator("cost", mode="before")
+    @classmethod
+    def _empty_cost(cls, v: object) -> object:
+        return None if v == {} else v
+
+    @field_validator("deployment")
+    @classmethod
+    def _valid_deployment(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The reference deployment, validated by the servers' own schema at load."""
+        if v is not None:
+            _deployment_config(v, "scenario")
+        return v
 
     @model_validator(mode="after")
     def _one_kind(self) -> Scenario:
         if (self.deployment is None) == (not self.engines):
             raise ValueError("give either a [deployment] (reference servers) or [[engines]]")
         if self.deployment is not None:
-            insts = self.deployment.get("instances")
-            if not isinstance(insts, list) or not insts:
-                raise ValueError("[deployment] needs [[deployment.instances]]")
-            for inst in insts:
-                if not isinstance(inst, dict) or "id" not in inst or "role" not in inst:
-                    raise ValueError("every [[deployment.instances]] needs an id and a role")
+            model = profiles.model(self.deployment_config.model)
+            if self.client.vocab_size != model.vocab_size:
+                raise ValueError(
+                    f"client.vocab_size: {self.client.vocab_size} is not the vocabulary of "
+                    f"the deployment's model {model.name} ({model.vocab_size}); the reference "
+                    "servers emit tokens below it and every stream is checked against it"
+                )
         names = [n for n, _ in self.instance_sites()]
         if len(set(names)) != len(names):
             raise ValueError("instance names must be unique")
@@ -127,6 +162,13 @@ class Scenario(_Strict):
                 for i in self.deployment["instances"]
             ]
         return [(e.name, e.site) for e in self.engines]
+
+    @property
+    def deployment_config(self) -> DeploymentConfig:
+        """The reference deployment as the servers read it (loopback addresses)."""
+        if self.deployment is None:
+            raise UserError(f"scenario {self.name} has no [deployment]")
+        return _deployment_config(self.deployment, self.name)
 
     @property
     def front_door_name(self) -> str:
@@ -163,18 +205,22 @@ class Scenario(_Strict):
         try:
             return NetworkConfig.model_validate(data)
         except ValidationError as exc:
-            raise ValueError(_first_error(exc, "network")) from None
+            raise ValueError(error_lines(exc, "network")[0]) from None
 
     def manifest(self) -> dict[str, Any]:
-        """The scenario as recorded in a run's manifest."""
-        return self.model_dump(mode="json")
+        """The scenario as recorded in a run's manifest ([sla] and [cost] as written)."""
+        data = self.model_dump(mode="json", exclude={"sla", "cost"})
+        data["sla"] = self.sla.model_dump(mode="json", exclude_unset=True) if self.sla else {}
+        data["cost"] = self.cost.model_dump(mode="json") if self.cost else {}
+        return data
 
 
-def _first_error(exc: ValidationError, prefix: str = "") -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    where = ".".join(p for p in (prefix, loc) if p)
-    return f"{where}: {err['msg']}" if where else str(err["msg"])
+def _deployment_config(table: dict[str, Any], name: str) -> DeploymentConfig:
+    try:
+        data = deployment_table({"deployment": table, "name": name})
+        return DeploymentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(error_lines(exc, "deployment")[0]) from None
 
 
 def builtin_scenarios() -> dict[str, str]:
@@ -210,14 +256,10 @@ def parse_scenario(text: str, origin: str) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        lines = [_err_line(e) for e in exc.errors()]
+        lines = error_lines(exc)
         raise UserError(f"{origin}: invalid scenario: {lines[0]}", details=lines) from None
 
 
-def _err_line(err: Any) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    return f"{loc}: {msg}"
 
 
 def load_scenario(name_or_path: str) -> Scenario:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -338,27 +337,12 @@ def _check_probes(probes: list[Any], scenario: Scenario) -> None:
 def emulation_problem() -> str | None:
     """Why the WAN cannot be emulated on this machine, or None when it can.
 
-    Needs root (namespaces) and either the kernel's netem or ``iptables`` for the
-    userspace NFQUEUE delay stage.
+    Needs root (namespaces) and either the kernel's netem or nf_tables with the xt
+    NFQUEUE target (the userspace delay stage, steered over netlink).
     """
-    from pddbench.netem import nsutil
+    from pddbench.netem.backend import emulation_problem as problem
 
-    try:
-        nsutil.require_net_admin()
-    except UserError as exc:
-        return str(exc)
-    if shutil.which("iptables"):
-        return None
-    from pddbench.netem.backend import detect_capabilities
-    from pddbench.netem.topology import new_run_id
-
-    caps = detect_capabilities(new_run_id())
-    if caps.netem:
-        return None
-    return (
-        f"this kernel has no netem ({caps.netem_probe}) and the userspace delay stage needs "
-        "iptables (Debian/Ubuntu: apt-get install -y iptables)"
-    )
+    return problem()
 
 
 @contextlib.contextmanager

@@ -124,18 +124,18 @@ async def stream_completion(
         )
     except ExchangeTimeout as exc:
         sink.drain()
-        _finish(record, acc.summary(record.expected_output_tokens), clock)
+        _finish(record, acc.summary(), clock)
         return _fail(record, clock, ErrorClass.TIMEOUT, f"timed out: {exc}", status=Status.TIMEOUT)
     except asyncio.CancelledError:
         sink.drain()
-        _finish(record, acc.summary(record.expected_output_tokens), clock)
+        _finish(record, acc.summary(), clock)
         _fail(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
     except ConnectFailed as exc:
         return _fail(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
     except (StreamCut, OSError) as exc:
         sink.drain()
-        _finish(record, acc.summary(record.expected_output_tokens), clock)
+        _finish(record, acc.summary(), clock)
         return _fail(record, clock, ErrorClass.STREAM, str(exc))
     if reply.status >= 400:
         return _fail(
@@ -146,5 +146,12 @@ async def stream_completion(
         # a send stamped behind a ~0.2 ms parse would be
         await asyncio.sleep(0)
     sink.drain()
-    summary = acc.summary(record.expected_output_tokens)
-    return settle_record(record, reader, summary, clock, keep_token_times=api.keep_token_times)
+    summary = acc.summary()
+    return settle_record(
+        record,
+        reader,
+        summary,
+        clock,
+        keep_token_times=api.keep_token_times,
+        exact_length=api.ignore_eos,
+    )

@@ -17,6 +17,7 @@ Must not: touch sockets, read clocks, or know about SSE, JSON or records.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -76,6 +77,9 @@ def closed_reply(framer: ResponseFramer, reply: Reply | None, detail: str = "") 
     raise StreamCut(f"connection closed {what}{detail}")
 
 
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*\Z")
+
+
 @dataclass(frozen=True)
 class Target:
     """Where requests go: scheme, host, port and the base URL's path."""
@@ -87,13 +91,16 @@ class Target:
 
     @classmethod
     def parse(cls, base_url: str) -> Target:
-        parts = urlsplit(base_url)
+        parts = urlsplit(base_url)  # ValueError for a malformed IPv6 host
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         tls = parts.scheme == "https"
+        port = parts.port  # ValueError when not a number in 0-65535
+        if port == 0:
+            raise ValueError("port 0 is not a server's port")
         return cls(
             host=parts.hostname,
-            port=parts.port or (443 if tls else 80),
+            port=port or (443 if tls else 80),
             base_path=parts.path.rstrip("/"),
             tls=tls,
         )
@@ -105,6 +112,9 @@ class Target:
 
     def request_head(self, method: str, path: str, headers: dict[str, str], length: int) -> bytes:
         """The request line and headers of one request with a ``length``-byte body."""
+        for k, v in headers.items():
+            if not _HEADER_VALUE.match(v):  # CR/LF would inject headers; latin-1 only
+                raise ValueError(f"header {k} value {v[:40]!r} is not printable ASCII")
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         return (
             f"{method} {self.base_path}{path} HTTP/1.1\r\nHost: {self.host_header}\r\n"

@@ -17,7 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -25,14 +25,15 @@ import numpy as np
 import pyarrow as pa
 
 from pddbench.aioloop import loop_runner
+from pddbench.errors import UserError
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
-from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.drive.stream_records import skipped_record
-from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import (
     ResumeEntry,
@@ -50,22 +51,6 @@ from pddbench.workloads.traceio import Trace
 T = TypeVar("T")
 
 METRICS_INTERVAL_S = 1.0  # how often the instances' /metrics are scraped during a replay
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    """How to replay (independent of which system is under test)."""
-
-    selection: Selection = field(default_factory=Selection)
-    think_policy: ThinkPolicy = ThinkPolicy.TRACE
-    on_error: OnError = OnError.CONTINUE
-    api: ApiConfig = field(default_factory=ApiConfig)
-    max_concurrency: int | None = None
-    vocab_size: int = 32000
-    first_token_id: int = 1000
-    integrity_seed: int | None = None  # reference servers' output seed: check every token
-    cache_block_size: int | None = None  # engine's block size for theoretical cached tokens
-    max_duration_s: float | None = None  # no new request after this (in-flight ones finish)
 
 
 @dataclass
@@ -140,6 +125,17 @@ def reblock(table: pa.Table, block_size: int) -> pa.Table:
     return table.set_column(
         bs_idx, Col.BLOCK_SIZE, pa.array(np.full(table.num_rows, block_size, dtype=np.int32))
     )
+
+
+def check_prompts(plan: ReplayPlan, options: ReplayOptions) -> None:
+    """Refuse (one line) a plan whose prompts cannot be built at the client's vocabulary,
+    before anything is deployed or sent."""
+    sizes = {int(x) for x in plan.table.column(Col.BLOCK_SIZE).unique().to_pylist()}
+    for bs in sorted(sizes):
+        try:
+            Materializer(bs, vocab_size=options.vocab_size, first_id=options.first_token_id)
+        except ValueError as exc:
+            raise UserError(f"the trace cannot be replayed: {exc}") from None
 
 
 def prompt_function(
@@ -280,21 +276,9 @@ async def _execute(
 
 
 def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
-    """The manifest's ``replay`` entry (every engine writes the same keys)."""
-    return {
-        "target": base_url,
-        "selection": asdict(options.selection),
-        "think_policy": str(options.think_policy),
-        "on_error": str(options.on_error),
-        "api": {
-            k: str(v) if not isinstance(v, int | float | bool) else v
-            for k, v in asdict(options.api).items()
-        },
-        "max_concurrency": options.max_concurrency,
-        "max_duration_s": options.max_duration_s,
-        "integrity_seed": options.integrity_seed,
-        "plan": plan.selection_note,
-    }
+    """The manifest's ``replay`` entry: the target, the options (``ReplayOptions.to_json``,
+    what ``--resume`` reads back) and the plan (every backend writes the same keys)."""
+    return {"target": base_url, **options.to_json(), "plan": plan.selection_note}
 
 
 def run_event_loop(coro: Coroutine[object, object, T], manifest: RunManifest) -> T:

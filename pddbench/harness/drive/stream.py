@@ -13,7 +13,8 @@ module decides what the numbers mean, so they can be tested without sockets:
   chunks are counted and the record says so via ``token_count_source``.
 * With ``expected_token_fn`` the token ids are checked in order (reference servers emit
   a deterministic token per position), catching duplicates, gaps and reordering at a
-  handoff seam.
+  handoff seam. How many tokens came is judged elsewhere, for every server alike
+  (:func:`pddbench.harness.drive.stream_records.output_length_problem`).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class StreamAccumulator:
             self._token_times.extend(prev + step * (i + 1) for i in range(k))
         self._last_token_chunk_s = t
 
-    def summary(self, expected_output_tokens: int | None = None) -> StreamSummary:
+    def summary(self) -> StreamSummary:
         usage = self._usage or {}
         completion = usage.get("completion_tokens")
         prompt = usage.get("prompt_tokens")
@@ -153,14 +154,8 @@ class StreamAccumulator:
         integrity_ok: bool | None = None
         integrity_error = self._integrity_error
         if self.expected_token_fn is not None and self._has_ids:
-            if (
-                integrity_error is None
-                and expected_output_tokens is not None
-                and (self._ids_seen != expected_output_tokens)
-            ):
-                integrity_error = (
-                    f"received {self._ids_seen} tokens, expected {expected_output_tokens}"
-                )
+            # identity only: how many tokens came is judged for every server alike
+            # (stream_records.output_length_problem)
             integrity_ok = integrity_error is None
         return StreamSummary(
             first_token_s=float(times[0]) if times.size else None,

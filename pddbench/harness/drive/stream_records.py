@@ -57,43 +57,59 @@ def sglang_finished(chunk: object) -> bool:
 
 
 class SseReader:
-    """Reads the lines of one SSE response (sans-IO) and says when to stop reading.
+    """Reads the events of one SSE response (sans-IO) and says when to stop reading.
 
-    ``feed`` takes raw body bytes as they arrived; ``feed_line`` takes one raw line (with
-    or without its line ending). Both take the clock reading of the arrival and return
-    True when the client should stop reading (``[DONE]``, a server error event, a
-    malformed chunk).
+    Parsed by event boundaries as the SSE format defines them: lines end with CRLF, LF
+    or CR; an event is its ``data:`` lines (joined by newlines) up to a blank line;
+    comments and other fields are ignored. So a ``data: [DONE]`` inside a token's text
+    (a JSON string, which cannot hold a raw line break) never ends a stream; only an
+    event whose whole data is ``[DONE]`` does. ``feed`` takes raw body bytes as they
+    arrived and the clock reading of the arrival, and returns True when the client
+    should stop reading (``[DONE]``, a server error event, a malformed chunk).
     """
 
-    __slots__ = ("_feed", "_partial", "_sglang", "acc", "done", "server_error")
+    __slots__ = ("_data", "_feed", "_partial", "_sglang", "acc", "done", "server_error")
 
     def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
         self.acc = acc
         self._sglang = sglang
         self._feed = acc.feed_sglang if sglang else acc.feed_openai
         self._partial = b""
+        self._data: bytes | None = None  # the data lines of the event being read
         self.done = False
         self.server_error: str | None = None
 
     def feed(self, now: float, data: bytes) -> bool:
         """Take raw body bytes (any split, lines may be cut anywhere) that arrived at ``now``.
 
-        Every complete line is read at ``now``; a line cut by the split waits for the
-        rest (its time is the time its end arrived). Returns like :meth:`feed_line`."""
+        An event is read when its blank line arrives, at the time that line arrived."""
         if self._partial:
             data = self._partial + data
+        if b"\r" in data:
+            keep_cr = data.endswith(b"\r")  # maybe half of a CRLF cut by the split
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if keep_cr:
+                data = data[:-1] + b"\r"
         lines = data.split(b"\n")
         self._partial = lines.pop()
-        return any(line.startswith(b"data:") and self.feed_line(now, line) for line in lines)
+        for line in lines:
+            if not line:
+                if self._data is not None:
+                    event, self._data = self._data, None
+                    if self.feed_event(now, event):
+                        return True
+            elif line.startswith(b"data:"):
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                self._data = value if self._data is None else self._data + b"\n" + value
+        return False
 
     def drain(self) -> bool:
         """Nothing is kept to parse later (it parses as it reads); as ``DeferredSse.drain``."""
         return False
 
-    def feed_line(self, now: float, raw: bytes) -> bool:
-        if not raw.startswith(b"data:"):
-            return False
-        data = raw[5:].strip()
+    def feed_event(self, now: float, data: bytes) -> bool:
+        """One event's data (its ``data:`` lines joined); True when the stream says stop."""
+        data = data.strip()
         if data == b"[DONE]":
             self.done = True
             return True
@@ -102,7 +118,10 @@ class SseReader:
         except _DecodeError:
             self.server_error = f"malformed stream chunk: {data[:80]!r}"
             return True
-        if isinstance(chunk, dict) and "error" in chunk:
+        if not isinstance(chunk, dict):
+            self.server_error = f"stream chunk is not a JSON object: {data[:80]!r}"
+            return True
+        if "error" in chunk:
             self.server_error = error_text(chunk)
             return True
         self._feed(now, chunk)
@@ -117,10 +136,10 @@ class DeferredSse:
     Parsing a 64-token response costs ~0.2 ms of CPU. Done inside ``data_received`` it
     delays the reads of every other connection ready in the same loop iteration, so
     their first-token stamps come late. Deferred, every read of an iteration is stamped
-    first and parsed afterwards, with the same timestamps. ``feed`` still tells the
-    client to stop at ``data: [DONE]`` (a byte search) or at a server error event (bytes
-    holding ``"error"`` are parsed at once), and the caller drains before reading the
-    stream's summary.
+    first and parsed afterwards, with the same timestamps. Bytes that may end the
+    stream (holding ``[DONE]`` or ``"error"``) are parsed at once, so ``feed`` still
+    tells the client to stop exactly when the reader would; the caller drains before
+    reading the stream's summary.
     OpenAI streams only: SGLang's end of stream needs parsing (use :class:`SseReader`).
     """
 
@@ -132,9 +151,9 @@ class DeferredSse:
 
     def feed(self, now: float, data: bytes) -> bool:
         self.pending.append((now, data))
-        if b"data: [DONE]" in data or b"data:[DONE]" in data:
-            return True  # the end, whatever the rest says; parsed by drain()
-        if b'"error"' in data:  # maybe an error event (or a token's text): parse now
+        if b"[DONE]" in data or b'"error"' in data:
+            # maybe the end or an error event (or only a token's text): parse now, by
+            # event boundaries, so the reader decides
             return self.drain()
         return False
 
@@ -209,10 +228,12 @@ def settle_record(
     clock: Clock,
     *,
     keep_token_times: bool = False,
+    exact_length: bool = True,
 ) -> RequestRecord:
     """Fill ``record`` from a stream that ended without a transport error, and judge it.
 
-    ``summary`` is ``reader.acc.summary(record.expected_output_tokens)``.
+    ``summary`` is ``reader.acc.summary()``; ``exact_length``: the request asked for
+    exactly its ``expected_output_tokens`` (``ignore_eos``), so fewer is a failure too.
     """
     finish_record(record, summary, clock)
     if keep_token_times:
@@ -225,7 +246,31 @@ def settle_record(
         return fail_record(
             record, clock, ErrorClass.INTEGRITY, summary.integrity_error or "integrity"
         )
+    problem = output_length_problem(summary, record.expected_output_tokens, exact=exact_length)
+    if problem is not None:
+        return fail_record(record, clock, ErrorClass.OUTPUT_LENGTH, problem)
     return record
+
+
+_COUNTED_BY = {"token_ids": "token ids", "usage": "usage", "chunks": "text chunks"}
+
+
+def output_length_problem(s: StreamSummary, asked: int, *, exact: bool) -> str | None:
+    """Why a complete stream's output-token count is not what was asked, or None.
+
+    Zero tokens where some were asked and more than asked are failures for every
+    request; fewer than asked only when the request asked for exactly ``asked``
+    (``exact``: ``ignore_eos``) and the count is known (token ids or usage; a count of
+    text chunks is a lower bound when a chunk may carry several tokens)."""
+    got = s.output_tokens
+    how = _COUNTED_BY.get(s.token_count_source, s.token_count_source)
+    if asked > 0 and got == 0:
+        return f"no output token (asked for {asked})"
+    if got > asked:
+        return f"{got} output tokens (by {how}), more than the {asked} asked"
+    if exact and got < asked and s.token_count_source != "chunks":
+        return f"{got} output tokens (by {how}), {asked} asked with ignore_eos"
+    return None
 
 
 def record_for(due: DueRequest, cached_theoretical: dict[str, int] | None) -> RequestRecord:

@@ -18,6 +18,7 @@ earliest request.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,14 +41,14 @@ class Selection:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.sample <= 1.0:
-            raise ValueError("sample must be in (0, 1]")
-        if self.speedup <= 0:
-            raise ValueError("speedup must be > 0")
+        if not 0.0 < self.sample <= 1.0:  # NaN fails this too
+            raise ValueError("--sample must be in (0, 1]")
+        if not (math.isfinite(self.speedup) and self.speedup > 0):
+            raise ValueError(f"--speedup must be a finite number > 0, got {self.speedup:g}")
         if self.max_requests is not None and self.max_requests <= 0:
-            raise ValueError("max_requests must be > 0")
+            raise ValueError("--max-requests must be > 0")
         if self.window_duration_s is not None and self.window_duration_s <= 0:
-            raise ValueError("window duration must be > 0")
+            raise ValueError("--window duration must be > 0")
 
 
 def task_groups(table: pa.Table) -> np.ndarray:

@@ -45,6 +45,7 @@ td.better .sub { color: var(--good); font-weight: 600; }
 td.worse .sub { color: var(--bad); font-weight: 600; }
 td.muted { color: var(--muted); }
 ul.notes li { color: var(--bad); }
+p.banner { background: var(--bad); color: #fff; font-weight: 700; padding: .6em .9em; }
 details { margin: 6px 0; border: 1px solid var(--line); border-radius: 4px; padding: 4px 10px; }
 summary { cursor: pointer; font-weight: 600; }
 pre { font-size: 12.5px; overflow-x: auto; background: var(--head); padding: 8px; }
@@ -108,8 +109,10 @@ def render_html(report: Report, sections: list[Section]) -> str:
             '<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in report.notes) + "</ul>"
         )
     runs = ", ".join(escape(r.label) for r in report.runs)
+    wan = report.wan_banner()
+    banner = f'<p class="banner" id="wan-banner">{escape(wan)}</p>' if wan else ""
     head = (
-        f"<h1>{escape(report.title)}</h1>"
+        f"<h1>{escape(report.title)}</h1>{banner}"
         f'<p class="meta">Runs: {runs}. Baseline: <b>{escape(report.baseline.label)}</b>. '
         f"Generated {escape(report.generated_at)} by pddbench.</p>"
         f'<p class="meta sla">SLA: {escape(report.sla.describe())} '

@@ -87,6 +87,9 @@ def report_json(report: Report) -> dict[str, Any]:
         "sla_source": report.sla_source,
         "percentiles": list(report.percentiles),
         "baseline": report.baseline.label,
+        "wan_emulated": not report.unemulated,
+        "wan_banner": report.wan_banner(),
+        "emulation": {label: st.model_dump() for label, st in report.emulation.items()},
         "runs": runs,
         "headline": {
             label: {

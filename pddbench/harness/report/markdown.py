@@ -45,8 +45,10 @@ def _table(t: Table) -> str:
 def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
     """Markdown text of the report; writes its figures into ``<out stem>_figures/``."""
     fig_dir = out.parent / f"{out.stem}_figures"
+    wan = report.wan_banner()
     parts = [
         f"# {_md(report.title)}\n",
+        *([f"> **{_md(wan)}**\n"] if wan else []),
         f"Runs: {', '.join(_md(r.label) for r in report.runs)}. "
         f"Baseline: **{_md(report.baseline.label)}**. Generated {report.generated_at}.\n",
         f"SLA: **{_md(report.sla.describe())}** ({_md(report.sla_source)})\n",

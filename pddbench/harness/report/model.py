@@ -28,6 +28,7 @@ from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
 from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
 from pddbench.harness.analysis.units import Unit, fmt
+from pddbench.harness.deploy.emulation import EmulationStatus
 
 HEADLINE_KEYS: tuple[str, ...] = (
     "ttft.p50",
@@ -120,6 +121,21 @@ class Report:
         default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     )
     notes: list[str] = field(default_factory=list)
+    emulation: dict[str, EmulationStatus] = field(default_factory=dict)  # run label -> status
+
+    @property
+    def unemulated(self) -> list[str]:
+        """Labels of runs whose scenario has WAN links that were not emulated."""
+        return [label for label, st in self.emulation.items() if st.missing]
+
+    def wan_banner(self) -> str | None:
+        """The warning every renderer puts on its first screen, or None when all is well."""
+        labels = self.unemulated
+        if not labels:
+            return None
+        status = self.emulation[labels[0]]
+        which = "all runs" if len(labels) == len(self.runs) else ", ".join(labels)
+        return f"{status.banner()} ({which})."
 
     def header_of(self, key: str) -> str:
         tag, _, stat = key.partition(".")
@@ -337,6 +353,12 @@ def build_report(
         dashes=line_styles(runs),
         registry=registry,
         notes=notes,
+        emulation={
+            r.label: st
+            for r in runs
+            for st in [r.manifest.emulation if r.manifest else None]
+            if st is not None
+        },
     )
 
 

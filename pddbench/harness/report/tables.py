@@ -89,8 +89,11 @@ def headline_table(report: Report) -> Table:
         "percentage points (pp) for shares. Green: better, red: worse by the metric's "
         "direction; grey: within ±1 % (±0.1 pp)."
     )
+    title = "Headline"
+    if report.unemulated:
+        title += " — WAN NOT EMULATED (loopback): " + ", ".join(report.unemulated)
     return Table(
-        "Headline",
+        title,
         ("metric", *(r.label for r in report.runs)),
         tuple(rows),
         note,

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pddbench.errors import UserError
+
 JOURNAL = "journal.jsonl"
 REQUESTS = "requests.parquet"
 MANIFEST = "manifest.json"
@@ -69,8 +71,29 @@ def new_run(out_root: str | Path, label: str) -> RunPaths:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)[:40]
     root = Path(out_root) / f"{stamp}-{safe}-{secrets.token_hex(2)}"
-    (root / LOGS).mkdir(parents=True, exist_ok=False)
+    try:
+        (root / LOGS).mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        why = _why(exc)
+        raise UserError(f"--out {out_root}: cannot create a run folder there: {why}") from None
     return RunPaths(root)
+
+
+def check_out_root(out_root: str | Path) -> None:
+    """Refuse (one line) an output folder that cannot receive run folders, before any run
+    starts: it is created when missing; a file or a read-only folder is refused."""
+    root = Path(out_root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".pddbench-write-check-{secrets.token_hex(4)}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise UserError(f"--out {out_root}: cannot write run folders there: {_why(exc)}") from None
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def file_digest(path: str | Path, *, chunk: int = 1 << 22) -> str:

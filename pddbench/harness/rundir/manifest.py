@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench import __version__
 from pddbench.errors import UserError
+from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import MANIFEST
 
 
@@ -100,7 +101,9 @@ class RunManifest(BaseModel):
     scenario: dict[str, Any] = Field(default_factory=dict)
     trace: dict[str, Any] = Field(default_factory=dict)
     load_scale: float | None = None
-    emulation_fallback: str | None = None
+    emulation: EmulationStatus | None = None  # whether the WAN was emulated (replay)
+    emulation_fallback: str | None = None  # older runs' note (before ``emulation``)
+    probe_check: bool | None = None  # False: ``--no-probe-check`` (resume keeps it)
     deployment: dict[str, Any] | None = None
     links: list[Any] = Field(default_factory=list)
     replay: dict[str, Any] | None = None
@@ -179,8 +182,8 @@ class RunManifest(BaseModel):
         if not path.is_file():
             raise UserError(f"{folder}: not a run folder (no {MANIFEST})")
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:
             raise UserError(f"{path}: cannot read JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise UserError(f"{path}: expected a JSON object")

@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 import os
-import time
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +25,8 @@ from typing import IO
 import orjson  # ~10x faster rows than json
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pddbench.errors import UserError
 
 
 class Status(StrEnum):
@@ -41,6 +43,7 @@ class ErrorClass(StrEnum):
     STREAM = "stream"  # malformed or truncated stream, server-sent error event
     TIMEOUT = "timeout"
     INTEGRITY = "integrity"  # tokens duplicated / missing / reordered (reference servers)
+    OUTPUT_LENGTH = "output_length"  # zero, too few (with ignore_eos) or too many tokens
     CANCELLED = "cancelled"
     DEPENDENCY = "dependency"
 
@@ -131,7 +134,12 @@ def journal_line(record: RequestRecord) -> str:
 
 
 class Journal:
-    """Append-only JSON-lines journal of records, flushed to disk at least every interval."""
+    """Append-only JSON-lines journal of records, flushed to the OS at least every interval.
+
+    A background thread flushes whatever was appended since the last flush once per
+    ``flush_interval_s``, so a record is on its way to disk within that interval even
+    when no other record follows it (a SIGKILL then loses at most the last interval).
+    Appends and flushes share one lock; the flush is a buffered write, not an fsync."""
 
     def __init__(self, path: str | Path, *, flush_interval_s: float = 1.0, append: bool = False):
         self.path = Path(path)
@@ -141,25 +149,41 @@ class Journal:
         if cut_line:  # a killed writer's last, partial line stays one unreadable line
             self._file.write("\n")
         self._interval = flush_interval_s
-        self._last_flush = time.monotonic()
+        self._lock = threading.Lock()
+        self._dirty = False
+        self._closing = threading.Event()
         self.count = 0
+        self._flusher = threading.Thread(target=self._flush_loop, name="journal-flush", daemon=True)
+        self._flusher.start()
 
     def append(self, record: RequestRecord) -> None:
-        self._file.write(journal_line(record))
-        self.count += 1
-        if time.monotonic() - self._last_flush >= self._interval:
-            self.flush()
+        line = journal_line(record)
+        with self._lock:
+            self._file.write(line)
+            self.count += 1
+            self._dirty = True
+
+    def _flush_loop(self) -> None:
+        while not self._closing.wait(self._interval):
+            with self._lock:
+                if self._dirty and not self._file.closed:
+                    self._file.flush()
+                    self._dirty = False
 
     def flush(self, *, sync: bool = False) -> None:
         """Hand buffered rows to the OS (enough to survive SIGKILL of this process);
         ``sync`` also waits for the disk (only at close: fsync can block for
         milliseconds, and this runs on the replay's event loop)."""
-        self._file.flush()
-        if sync:
-            os.fsync(self._file.fileno())
-        self._last_flush = time.monotonic()
+        with self._lock:
+            self._file.flush()
+            self._dirty = False
+            if sync:
+                os.fsync(self._file.fileno())
 
     def close(self) -> None:
+        self._closing.set()
+        if self._flusher.is_alive() and self._flusher is not threading.current_thread():
+            self._flusher.join()
         if not self._file.closed:
             self.flush(sync=True)
             self._file.close()
@@ -184,19 +208,60 @@ def _ends_mid_line(path: Path) -> bool:
 
 
 def read_journal(path: str | Path) -> tuple[list[dict[str, object]], int]:
-    """Rows of a journal and the number of unreadable (e.g. cut-off) lines skipped."""
+    """Rows of a journal and the number of lines skipped: cut off (the line being written
+    when the process died), not JSON, or JSON that is not a record (see :func:`is_record`)."""
     rows: list[dict[str, object]] = []
     bad = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if not line.endswith("\n"):
-                bad += 1  # the line being written when the process died
+                bad += 1
                 continue
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
+                row = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                bad += 1
+                continue
+            if is_record(row):
+                rows.append(row)
+            elif line.strip():
                 bad += 1
     return rows, bad
+
+
+def _python_types(arrow: pa.DataType) -> tuple[type, ...]:
+    if pa.types.is_string(arrow):
+        return (str,)
+    if pa.types.is_integer(arrow):
+        return (int,)
+    if pa.types.is_floating(arrow):
+        return (int, float)
+    if pa.types.is_boolean(arrow):
+        return (bool,)
+    return (list,)
+
+
+_ROW_TYPES = {f.name: _python_types(f.type) for f in RECORDS_SCHEMA}
+
+
+def is_record(row: object) -> bool:
+    """Whether a journal row can be a records-table row: an object with a string
+    ``request_id`` whose known fields are null or of their column's type."""
+    if not isinstance(row, dict) or not isinstance(row.get("request_id"), str):
+        return False
+    for name, types in _ROW_TYPES.items():
+        value = row.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) and bool not in types:
+            return False
+        if not isinstance(value, types):
+            return False
+        if types == (list,) and not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            return False
+    return True
 
 
 def records_table(rows: list[dict[str, object]]) -> pa.Table:
@@ -208,11 +273,29 @@ def records_table(rows: list[dict[str, object]]) -> pa.Table:
     return pa.table(columns, schema=RECORDS_SCHEMA)
 
 
+class JournalShrinks(UserError):
+    """Finalising would replace a records table by one with fewer records."""
+
+
 def finalize_journal(journal: str | Path, out: str | Path) -> tuple[int, int]:
-    """Write ``requests.parquet`` from a journal; returns (records, skipped lines)."""
+    """Write ``requests.parquet`` from a journal; returns (records, skipped lines).
+
+    Never replaces an existing ``requests.parquet`` by one holding fewer records (a
+    journal emptied or damaged after the run was finalised): raises
+    :class:`JournalShrinks` and leaves the file as it is."""
     rows, bad = read_journal(journal)
     table = records_table(rows)
     out = Path(out)
+    if out.exists():
+        try:
+            existing = pq.read_metadata(out).num_rows
+        except (pa.ArrowException, OSError):
+            existing = 0  # unreadable: replacing it loses nothing
+        if existing > table.num_rows:
+            raise JournalShrinks(
+                f"{journal} holds {table.num_rows} records ({bad} unreadable lines) but "
+                f"{out} has {existing}: kept {out.name}"
+            )
     tmp = out.with_name(out.name + ".partial")
     pq.write_table(table, tmp, compression="zstd")
     tmp.replace(out)

@@ -67,7 +67,7 @@ def stream_completion(
         with gevent.Timeout(api.request_timeout_s, _RequestDeadline):
             reply = http.exchange("POST", api.endpoint, body, headers, reader, clock)
     except (_RequestDeadline, TimeoutError):
-        finish_record(record, acc.summary(record.expected_output_tokens), clock)
+        finish_record(record, acc.summary(), clock)
         return fail_record(
             record,
             clock,
@@ -76,19 +76,26 @@ def stream_completion(
             status=Status.TIMEOUT,
         )
     except GreenletExit:
-        finish_record(record, acc.summary(record.expected_output_tokens), clock)
+        finish_record(record, acc.summary(), clock)
         fail_record(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
     except ConnectFailed as exc:
         return fail_record(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
     except (StreamCut, OSError) as exc:
-        finish_record(record, acc.summary(record.expected_output_tokens), clock)
+        finish_record(record, acc.summary(), clock)
         return fail_record(record, clock, ErrorClass.STREAM, str(exc) or type(exc).__name__)
     if reply.status >= 400:
         return fail_record(
             record, clock, ErrorClass.HTTP, http_error_message(reply.status, reply.error_body)
         )
-    summary = acc.summary(record.expected_output_tokens)
+    summary = acc.summary()
     if on_itl is not None:
         on_itl(summary.itl_s)
-    return settle_record(record, reader, summary, clock, keep_token_times=api.keep_token_times)
+    return settle_record(
+        record,
+        reader,
+        summary,
+        clock,
+        keep_token_times=api.keep_token_times,
+        exact_length=api.ignore_eos,
+    )

@@ -35,10 +35,10 @@ from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
     RESULT_FILE,
     JobSpec,
-    options_to_dict,
     write_plan,
 )
-from pddbench.harness.drive.replay import ReplayOptions, ReplayOutcome, ReplayPlan, replay_section
+from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
@@ -167,7 +167,7 @@ def run_locust_replay(
     spec = JobSpec(
         base_url=base_url.rstrip("/"),
         workers=workers,
-        options=options_to_dict(options),
+        options=options.to_json(),
         journal=str(paths.journal),
         job_dir=str(job_dir),
         master_bind_host=master_bind_host,
