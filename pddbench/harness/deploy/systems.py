@@ -175,7 +175,7 @@ def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[
     dep = json.loads(json.dumps(scenario.deployment))
     dep.setdefault("name", scenario.name)
     if scenario.network is not None:
-        dep["byte_scale"] = 1.0 / scenario.emulation_scale
+        dep["byte_scale"] = scenario.byte_scale
     for inst in dep["instances"]:
         inst["address"] = addresses[inst["id"]]
         inst.pop("listen", None)
@@ -394,7 +394,14 @@ def deploy(
     probe: bool = True,
     check_probes: bool = True,
 ) -> Iterator[tuple[DeploymentInfo, str | None]]:
-    """Bring ``scenario`` up; yields (info, client namespace or None for loopback)."""
+    """Bring ``scenario`` up; yields (info, client namespace or None for loopback).
+
+    An ``emulation_scale = "auto"`` is resolved here for this machine's backend (the
+    replay pipeline resolves it earlier, to record it)."""
+    if scenario.emulation_scale == "auto":
+        from pddbench.netem.backend import backend_here
+
+        scenario = scenario.resolved(backend_here())
     if emulate and scenario.network is not None:
         with _emulated(scenario, paths, probe=probe, check_probes=check_probes) as (info, _, ns):
             yield info, ns
