@@ -469,7 +469,26 @@ def _id_findings(r: _Rows) -> list[_Finding]:
         f.append(_Finding(
             Col.PARENT_SESSION_ID, np.flatnonzero(own_psess), lambda _i: "names its own session"
         ))
+    cyclic = _session_cycles(r) & ~own_psess
+    if cyclic.any():
+        f.append(_Finding(
+            Col.PARENT_SESSION_ID,
+            np.flatnonzero(cyclic),
+            lambda i: f"session {r.sid(i)} is its own ancestor through parent_session_id",
+        ))
     return f
+
+
+def _session_cycles(r: _Rows) -> np.ndarray:
+    """Rows naming a parent session from which the parent chain never ends (a cycle)."""
+    n = len(r.sid_values)
+    names = ~r.psid_null & (r.psid_code >= 0) & (r.sid_code >= 0)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[r.sid_code[names]] = r.psid_code[names]
+    ahead = parent.copy()
+    for _ in range(int(np.ceil(np.log2(n + 1))) + 1):  # 2^k steps ahead, past any chain
+        ahead = np.where(ahead >= 0, ahead[np.maximum(ahead, 0)], -1)
+    return names & (ahead[np.maximum(r.sid_code, 0)] >= 0)
 
 
 def _turn_findings(r: _Rows) -> list[_Finding]:

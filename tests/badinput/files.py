@@ -147,6 +147,14 @@ builds("t-string-lengths.parquet")(lambda ws: _table_file(
         pa.array(["64", "64", "x"]),
     ),
 ))
+builds("t-epoch-text.parquet")(lambda ws: _table_file(
+    ws, "t-epoch-text.parquet",
+    _good_table().replace_schema_metadata({b"pddbench.epoch": b"yesterday"}),
+))
+builds("t-epoch-9999.parquet")(lambda ws: _table_file(
+    ws, "t-epoch-9999.parquet",
+    _good_table().replace_schema_metadata({b"pddbench.epoch": b"9999-12-31T23:59:59"}),
+))
 builds("t-version.parquet")(lambda ws: _table_file(
     ws, "t-version.parquet",
     _good_table().replace_schema_metadata({b"pddbench.trace_version": b"99"}),
@@ -191,6 +199,8 @@ _BAD_ROWS: dict[str, dict[str, object]] = {
     "t-parent-later": {"session_id": ["s0", "s0", "s2"], "turn_index": [0, 1, 0],
                        "parent_request_id": [None, "r0", None], "arrival_s": [5.0, 1.0, 0.0]},
     "t-negative-turn": {"turn_index": [0, -1, 0]},
+    "t-session-cycle": {"parent_session_id": ["s1", "s0", None],
+                        "parent_request_id": [None, None, None]},
 }
 for _name, _changes in _BAD_ROWS.items():
     builds(f"{_name}.parquet")(
@@ -200,6 +210,7 @@ for _name, _changes in _BAD_ROWS.items():
 BAD_TRACES = [
     "t-empty-file", "t-garbage", "t-csv", "t-truncated", "t-tail-cut", "t-dir",
     "t-no-request-id", "t-string-lengths", "t-version", "t-missing", "t-null-session",
+    "t-epoch-text", "t-epoch-9999",
     *_BAD_ROWS,
 ]
 # well-formed traces a replay cannot run: `trace inspect` reads them

@@ -83,9 +83,10 @@ _TRACE_SAYS = {
     "t-id-long": "X-Request-Id", "t-id-space-edge": "X-Request-Id",
     "t-hash-count": "block_hashes", "t-turn-gap": "turn_index", "t-turn-repeat": "turn_index",
     "t-parent-later": "parent_request_id", "t-negative-turn": "turn_index",
-    "t-null-session": "session_id", "t-arrival-1e12": "arrival_s",
+    "t-null-session": "session_id", "t-arrival-1e12": "arrival_s", "t-epoch-text": "epoch",
+    "t-epoch-9999": "epoch", "t-session-cycle": "own ancestor",
 }
-_TRACE_LINES = {"t-turn-repeat": 2, "t-parent-later": 2}
+_TRACE_LINES = {"t-turn-repeat": 2, "t-parent-later": 2, "t-session-cycle": 2}
 for _t in BAD_TRACES:
     _file = f"{_t}.parquet"
     _says = _TRACE_SAYS.get(_t, "")
@@ -250,6 +251,10 @@ case("serve-unknown-scenario", "options", lambda ws, o: ["serve", "--scenario", 
 case("unknown-command", "options", lambda ws, o: ["frobnicate"], says="frobnicate")
 case("trace-unknown-command", "options", lambda ws, o: ["trace", "frobnicate"],
      says="frobnicate")
+for _t in ("t-epoch-text", "t-epoch-9999"):
+    case(f"inspect-plot-{_t}", "traces", lambda ws, o, t=_t: [
+        "trace", "inspect", str(ws[f"{t}.parquet"]), "--plot", str(o.parent / f"{t}.png")],
+        says="epoch")
 case("inspect-plot-into-missing-folder", "options", lambda ws, o: [
     "trace", "inspect", str(ws["good.parquet"]), "--plot", str(ws.root / "no" / "p.png")],
     says="does not exist")
