@@ -483,6 +483,8 @@ def _session_cycles(r: _Rows) -> np.ndarray:
     """Rows naming a parent session from which the parent chain never ends (a cycle)."""
     n = len(r.sid_values)
     names = ~r.psid_null & (r.psid_code >= 0) & (r.sid_code >= 0)
+    if n == 0 or not names.any():
+        return names
     parent = np.full(n, -1, dtype=np.int64)
     parent[r.sid_code[names]] = r.psid_code[names]
     ahead = parent.copy()
