@@ -14,7 +14,9 @@ A scenario (TOML) names the deployment, the emulated network, the SLA and the co
   sites are the instances' datacenters (``datacenter`` / ``site``); absent → loopback;
 * ``emulation_scale`` — one factor by which link rates and KV byte counts are divided
   (delays stay real), so transfer times stay true while this machine moves fewer bytes;
-* ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices, API options.
+* ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices and line costs, API
+  options. The cost itself is derived from the instances (hardware × chips; engines name
+  theirs with ``hardware`` and ``chips``): :attr:`Scenario.cost_model`.
 
 Built-ins ship as package data (``pddbench/scenarios/*.toml``), shared with
 ``pddbench serve``. The whole tree, as loaded, is copied into every run's manifest.
@@ -38,7 +40,7 @@ from pydantic import (
 )
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import CostModel
+from pddbench.harness.analysis.cost import Chips, CostModel, CostSettings, derive_cost
 from pddbench.harness.analysis.sla import SLA
 from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
 from pddbench.servers import profiles
@@ -62,6 +64,8 @@ class EngineInstance(_Strict):
     health_path: str = "/health"
     startup_timeout_s: float = Field(120.0, gt=0)
     role: str = "engine"
+    hardware: str | None = None  # GPU type, for the cost (a [cost] needs it on every engine)
+    chips: int = Field(1, ge=1)
 
 
 class ProbeToleranceSettings(_Strict):
@@ -111,13 +115,17 @@ class Scenario(_Strict):
         default_factory=lambda: ProbeToleranceSettings()
     )
     sla: SLA | None = None  # absent: the report's default SLA
-    cost: CostModel | None = None  # absent (or an empty table): no BCR
+    cost: CostSettings | None = None  # absent (or an empty table): no BCR
     client: ClientSettings = ClientSettings()
 
     @field_validator("cost", mode="before")
     @classmethod
     def _empty_cost(cls, v: object) -> object:
-        return None if v == {} else v
+        if v == {}:
+            return None
+        if isinstance(v, dict) and "breakdown" in v:  # a manifest's derived CostModel
+            return {k: v[k] for k in ("currency", "unit_price", "line_cost", "gpus") if k in v}
+        return v
 
     @field_validator("deployment")
     @classmethod
@@ -147,6 +155,7 @@ class Scenario(_Strict):
             raise ValueError(f"front_door {door!r} is not an instance")
         if self.network is not None:
             self.network_config()  # validates
+        self.cost_model  # noqa: B018 - validates: prices for every GPU, counts that agree
         return self
 
     # -- derived -------------------------------------------------------------------
@@ -186,6 +195,28 @@ class Scenario(_Strict):
             return None
         return int(self.deployment.get("seed", 0))
 
+    @property
+    def cost_model(self) -> CostModel | None:
+        """Σ instances × chips × unit price + line costs (``None`` without a ``[cost]``)."""
+        if self.cost is None:
+            return None
+        return derive_cost(self.cost, self._chips())
+
+    def _chips(self) -> list[Chips]:
+        if self.deployment is not None:
+            return [
+                Chips(i.id, i.role.value, i.hardware, i.chips)
+                for i in self.deployment_config.instances
+                if i.role.value != "router"
+            ]
+        missing = [e.name for e in self.engines if e.hardware is None]
+        if missing:
+            raise ValueError(
+                f"cost: engine(s) {', '.join(missing)} name no hardware; a [cost] needs "
+                "hardware (and chips) on every engine"
+            )
+        return [Chips(e.name, e.role, str(e.hardware), e.chips) for e in self.engines]
+
     def network_config(self) -> NetworkConfig:
         """The emulated network with sites derived from the instances' datacenters."""
         if self.network is None:
@@ -208,10 +239,12 @@ class Scenario(_Strict):
             raise ValueError(error_lines(exc, "network")[0]) from None
 
     def manifest(self) -> dict[str, Any]:
-        """The scenario as recorded in a run's manifest ([sla] and [cost] as written)."""
+        """The scenario as recorded in a run's manifest ([sla] as written, the cost as
+        derived from the deployment: total and breakdown)."""
         data = self.model_dump(mode="json", exclude={"sla", "cost"})
         data["sla"] = self.sla.model_dump(mode="json", exclude_unset=True) if self.sla else {}
-        data["cost"] = self.cost.model_dump(mode="json") if self.cost else {}
+        cost = self.cost_model
+        data["cost"] = cost.model_dump(mode="json") if cost else {}
         return data
 
 

@@ -111,8 +111,21 @@ def report_json(report: Report) -> dict[str, Any]:
                 "goodput_change": _num(c.goodput_change),
                 "bcr": _num(c.bcr),
                 "bcr_change": _num(c.bcr_change),
+                "cost_text": c.cost_text,
+                "breakdown": [i.model_dump(mode="json") for i in c.breakdown],
             }
             for c in report.costs
+        ],
+        "price_sensitivity": [
+            {
+                "label": r.label,
+                "hardware": r.hardware,
+                "price": r.price,
+                "cost": _num(r.cost),
+                "cost_change": _num(r.cost_change),
+                "bcr_change": _num(r.bcr_change),
+            }
+            for r in report.prices
         ],
         "load": {
             s: [

@@ -21,7 +21,12 @@ from pathlib import Path
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.capacity import CapacityCurve
-from pddbench.harness.analysis.cost import relative, relative_bcr
+from pddbench.harness.analysis.cost import (
+    SENSITIVITY_PRICES,
+    CostItem,
+    relative,
+    relative_bcr,
+)
 from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
 from pddbench.harness.analysis.rundir import load_run, read_capacity
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
@@ -91,6 +96,19 @@ class CostRow:
     cost_change: float | None
     goodput_change: float | None
     bcr_change: float | None
+    breakdown: list[CostItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One system's cost and relative BCR with one GPU type at another price."""
+
+    label: str
+    hardware: str
+    price: float  # in the cost's currency (A-equivalents)
+    cost: float
+    cost_change: float | None
+    bcr_change: float | None
 
 
 @dataclass(frozen=True)
@@ -112,6 +130,7 @@ class Report:
     headline_keys: tuple[str, ...]
     headline: dict[str, list[Cell]]  # label -> cells in headline_keys order
     costs: list[CostRow]
+    prices: list[PriceRow]  # the B:A price sensitivity of the cost verdict
     load: dict[str, list[LoadPoint]]  # scenario -> points sorted by offered load
     capacity: list[CapacityCurve]
     colors: dict[str, str]  # run label -> hex colour
@@ -210,8 +229,39 @@ def cost_rows(runs: Sequence[RunAnalysis], base: RunAnalysis) -> list[CostRow]:
                 cost_change=None if math.isnan(c) else c,
                 goodput_change=None if math.isnan(g) else g,
                 bcr_change=None if math.isnan(c) or math.isnan(g) else relative_bcr(g, c),
+                breakdown=list(run.cost.breakdown) if run.cost else [],
             )
         )
+    return rows
+
+
+def price_rows(runs: Sequence[RunAnalysis], base: RunAnalysis) -> list[PriceRow]:
+    """Each run's cost and ΔBCR with every non-unit GPU type at each sensitivity price.
+
+    The currency is the price of GPU A; the types priced otherwise (B) are repriced one at a
+    time, in the baseline and in every run alike, with goodput unchanged."""
+    types = sorted({t for r in runs if r.cost for t in r.cost.priced_types()})
+    base_good = base.metrics.value("goodput")
+    rows = []
+    for hw in types:
+        for price in SENSITIVITY_PRICES:
+            base_cost = base.cost.repriced(hw, price).total if base.cost else math.nan
+            for run in runs:
+                if run.cost is None:
+                    continue
+                cost = run.cost.repriced(hw, price).total
+                c = relative(cost, base_cost)
+                g = relative(run.metrics.value("goodput"), base_good)
+                rows.append(
+                    PriceRow(
+                        label=run.label,
+                        hardware=hw,
+                        price=price,
+                        cost=cost,
+                        cost_change=None if math.isnan(c) else c,
+                        bcr_change=None if math.isnan(c) or math.isnan(g) else relative_bcr(g, c),
+                    )
+                )
     return rows
 
 
@@ -347,6 +397,7 @@ def build_report(
         headline_keys=keys,
         headline={r.label: headline_cells(r, base, keys, registry) for r in runs},
         costs=cost_rows(runs, base),
+        prices=price_rows(runs, base),
         load=load_curves(runs),
         capacity=curves,
         colors=system_colors(runs),

@@ -22,6 +22,7 @@ from pddbench.harness.report.tables import (
     error_tables,
     headline_table,
     links_table,
+    price_table,
     runs_table,
     scalar_table,
 )
@@ -130,6 +131,8 @@ def _fill(report: Report, sec: Section) -> None:
         )
     elif sid == "bcr":
         sec.tables.append(cost_table(report))
+        if report.prices:
+            sec.tables.append(price_table(report))
     elif sid == "handoff":
         sec.tables.append(
             scalar_table(

@@ -125,6 +125,28 @@ def cost_table(report: Report) -> Table:
     )
 
 
+def price_table(report: Report) -> Table:
+    """The cost verdict with each non-unit GPU type (B) at 0.8, 1.0 and 1.25 A."""
+    rows = tuple(
+        (
+            TCell(r.label),
+            TCell(f"{r.hardware} = {r.price:g}"),
+            TCell(fmt(r.cost)),
+            TCell(_pct(r.cost_change)),
+            TCell(_pct(r.bcr_change), cls=_sign_cls(r.bcr_change)),
+        )
+        for r in report.prices
+    )
+    return Table(
+        "B:A price sensitivity",
+        ("run", "unit price (A = 1)", "cost", "Δ cost", "Δ BCR"),
+        rows,
+        "The B:A price ratio is an assumption (PDD.md: B costs 1.2-1.3 A); goodput as "
+        "measured, only the price of the non-A GPU type changes.",
+        numeric_from=2,
+    )
+
+
 def _sign_cls(v: float | None) -> str:
     if v is None or not math.isfinite(v) or abs(v) < 0.01:
         return ""
