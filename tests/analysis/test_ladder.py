@@ -1,0 +1,129 @@
+"""The shared load ladder (sans-IO): windows, Wilson intervals, exclusion, refusal, verdict."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pddbench.harness.plan.ladder import (
+    LadderSearch,
+    LadderSettings,
+    PointHealth,
+    PointMeasure,
+    PointWindow,
+    point_windows,
+    wilson,
+)
+
+SETTINGS = LadderSettings(start=1.0, growth=2.0, max_points=5, point_s=50.0, warmup_s=10.0)
+
+
+def test_windows_are_consecutive_disjoint_and_scale_with_load() -> None:
+    ws = point_windows(SETTINGS, origin_s=1000.0, base_speedup=10.0)
+    assert [w.load for w in ws] == [1, 2, 4, 8, 16]
+    assert ws[0].trace_start_s == 1000.0 and ws[0].trace_duration_s == 60 * 10
+    for a, b in itertools.pairwise(ws):
+        assert b.trace_start_s == pytest.approx(a.trace_end_s)  # walks on, no overlap
+        assert b.trace_duration_s == pytest.approx(2 * a.trace_duration_s)
+    assert SETTINGS.budget_s == 5 * 60
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson(95, 100)
+    assert lo == pytest.approx(0.8883, abs=1e-3) and hi == pytest.approx(0.9785, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(385, 385)  # the smallest all-met sample that surely meets 99 %
+    assert lo >= 0.99 and hi == 1.0
+    assert wilson(299, 299)[0] < 0.99
+
+
+def _measure(
+    w: PointWindow,
+    n: int,
+    met: int,
+    *,
+    by: dict[str, int] | None = None,
+    health: PointHealth | None = None,
+) -> PointMeasure:
+    return PointMeasure(
+        window=w,
+        requests=n,
+        met=met,
+        met_by=by or {c: met for c in ("ttft", "tpot", "e2e")},
+        warmup_excluded=7,
+        measured_s=50.0,
+        offered_rps=n / 50.0,
+        health=health or PointHealth(schedule_lag_p99_s=0.01),
+    )
+
+
+def _walk(search: LadderSearch, outcomes: list[tuple[int, int]]) -> None:
+    for n, met in outcomes:
+        w = search.next_window()
+        assert w is not None
+        search.record(_measure(w, n, met))
+
+
+def test_capacity_is_the_highest_point_meeting_with_an_interval() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(400, 400), (800, 796), (1600, 1500)])
+    assert search.done  # stops at the first miss
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == 2.0
+    assert v.capacity_goodput == pytest.approx(796 / 50)
+    assert v.capacity_low == pytest.approx(400 / 50)  # x1 surely met (400/400), x2 did not
+    assert v.capacity_high == pytest.approx(1600 / 50)  # x4 surely missed
+    assert v.measured_requests == 2800 and [p.warmup_excluded for p in v.points] == [7, 7, 7]
+    assert v.points[2].attainment_high < 0.99
+
+
+def test_meeting_every_point_is_load_bounded_never_a_capacity() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    _walk(search, [(100, 100)] * 5)
+    v = search.verdict("same-dc-pd")
+    assert search.done and v.basis == "load-bounded"
+    assert "load-bounded" in v.describe() and "not a capacity" in v.describe()
+
+
+def test_missing_at_the_lowest_load_refuses_naming_the_criterion() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 1000, 973, by={"ttft": 1000, "tpot": 1000, "e2e": 973}))
+    v = search.verdict("same-dc-pd")
+    assert search.done and v.basis == "refused" and v.capacity_goodput is None
+    assert "E2E 97.3%" in v.reason and "TTFT" not in v.reason
+
+
+@pytest.mark.parametrize(
+    ("health", "fragment"),
+    [
+        (PointHealth(schedule_lag_p99_s=2.0), "schedule lag"),
+        (PointHealth(scheduler_lost_s=0.4), "emulator fell behind"),
+        (PointHealth(emulated=True, probes_on=False), "link probes were off"),
+    ],
+)
+def test_a_point_the_harness_cannot_stand_behind_is_recorded_and_excluded(
+    health: PointHealth, fragment: str
+) -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    _walk(search, [(400, 400)])
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 800, 800, health=health))
+    v = search.verdict("pdd")
+    assert search.done and v.basis == "load-bounded" and fragment in v.reason
+    assert v.points[1].excluded and fragment in v.points[1].excluded
+    assert v.capacity_load_scale == 1.0 and v.measured_requests == 400  # x2 not counted
+
+
+def test_unemulated_points_count_without_probes() -> None:
+    assert PointHealth(emulated=False, probes_on=False).exclusion(SETTINGS) is None
+
+
+def test_progress_has_an_eta() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    assert search.progress(0.0) == "point 1/5 (x1): 0 done in 0m00s, ETA <= 5m00s"
+    _walk(search, [(100, 100)])
+    assert search.progress(70.0) == "point 2/5 (x2): 1 done in 1m10s, ETA <= 4m40s"
