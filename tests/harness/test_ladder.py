@@ -127,3 +127,54 @@ def test_progress_has_an_eta() -> None:
     assert search.progress(0.0) == "point 1/5 (x1): 0 done in 0m00s, ETA <= 5m00s"
     _walk(search, [(100, 100)])
     assert search.progress(70.0) == "point 2/5 (x2): 1 done in 1m10s, ETA <= 4m40s"
+
+
+# -- independence: consecutive points share no session and no prompt prefix ----------------
+def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions() -> None:
+    import numpy as np
+
+    from pddbench.harness.plan.ladder import window_selection
+    from pddbench.harness.plan.sessions import Selection, plan_requests, task_groups
+    from pddbench.workloads.schema import Col
+    from pddbench.workloads.synth import SynthOptions, synthesise
+    from pddbench.workloads.synth_profile import load_profile
+
+    table = synthesise(load_profile("jan-feb"), SynthOptions(sessions=400, days=0.5)).table
+    groups = task_groups(table)
+    hashes = table.column(Col.BLOCK_HASHES).to_pylist()
+    # hashes that different task groups of the trace share anyway (agent system prompts)
+    owners: dict[int, set[str]] = {}
+    for g, hs in zip(groups.tolist(), hashes, strict=True):
+        for h in hs:
+            owners.setdefault(h, set()).add(g)
+    shared_anyway = {h for h, gs in owners.items() if len(gs) > 1}
+
+    settings = LadderSettings(start=1.0, growth=2.0, max_points=3, point_s=300.0, warmup_s=0.0)
+    arrival = table.column(Col.ARRIVAL).to_numpy()
+    windows = point_windows(settings, origin_s=float(arrival.min()), base_speedup=10.0)
+    base = Selection(speedup=10.0)
+
+    def point(w: PointWindow) -> tuple[set[str], set[int]]:
+        planned = plan_requests(table, window_selection(base, w, 10.0))
+        assert planned, "a point replays nothing: the test would prove nothing"
+        rows = [r.row for r in planned]
+        return {r.session_id for r in planned}, {h for i in rows for h in hashes[i]}
+
+    for a, b in itertools.pairwise(windows):
+        (sa, ha), (sb, hb) = point(a), point(b)
+        assert not sa & sb  # no session sent twice
+        common = ha & hb
+        assert common <= shared_anyway  # only what different sessions share anyway
+        assert len(common) < 0.2 * len(hb)
+    # the old search (one selection replayed at every load) shares every session
+    same = [
+        plan_requests(
+            table,
+            Selection(
+                window_start_s=windows[0].trace_start_s, window_duration_s=600.0, speedup=10.0 * x
+            ),
+        )
+        for x in (1.0, 2.0)
+    ]
+    assert {r.session_id for r in same[0]} == {r.session_id for r in same[1]}
+    assert np.isfinite(arrival).all()

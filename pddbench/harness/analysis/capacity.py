@@ -1,5 +1,12 @@
 """Capacity search: the highest load at which a system still meets its SLA target.
 
+Also :func:`measure_point`: what one load point of the shared ladder
+(:mod:`pddbench.harness.plan.ladder`) measured — warm-up excluded, per-criterion
+attainment, schedule lag, the servers' lost scheduler time — from its records.
+
+The older bracket-and-interpolate search below is kept for callers that run one
+deployment at arbitrary loads; ``pddbench capacity`` and the main job use the ladder.
+
 Pure logic: the caller supplies ``run_at(load_scale) -> CapacityPoint`` (run the replay
 at that load, measure SLA attainment and goodput); this module decides which loads to
 try, in as few runs as it can, and how to read the result. No I/O, no clock.
@@ -27,7 +34,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
+
+from pddbench.harness.analysis.recordset import RecordSet
+from pddbench.harness.analysis.sla import SLA, check
+from pddbench.harness.plan.ladder import LadderSettings, PointHealth, PointMeasure, PointWindow
+
+LOST_METRIC = "pdd_scheduler_lost_seconds_total"
 
 
 class CapacityPoint(BaseModel):
@@ -187,4 +202,62 @@ def to_curve(result: CapacityResult, *, system: str, sla: dict[str, float | None
         points=result.sorted_points(),
         capacity_load_scale=result.capacity,
         estimate_load_scale=result.estimate,
+    )
+
+
+def scheduler_lost_s(server_metrics: pa.Table | None) -> float:
+    """Modelled time the servers' schedulers lost (summed over instances; last sample)."""
+    if server_metrics is None or server_metrics.num_rows == 0:
+        return 0.0
+    names = server_metrics.column("raw_name").to_pylist()
+    rows = [i for i, n in enumerate(names) if n == LOST_METRIC]
+    if not rows:
+        return 0.0
+    inst = server_metrics.column("instance").to_pylist()
+    vals = server_metrics.column("value").to_pylist()
+    last: dict[str, float] = {}
+    for i in rows:  # rows are in time order: the last one per instance is the total
+        last[inst[i]] = float(vals[i])
+    return float(sum(last.values()))
+
+
+def measure_point(
+    records: RecordSet,
+    sla: SLA,
+    window: PointWindow,
+    settings: LadderSettings,
+    *,
+    lost_s: float = 0.0,
+    emulated: bool,
+    probes_on: bool,
+) -> PointMeasure:
+    """One ladder point's figures: requests intended in ``[warmup, warmup + point_s)``."""
+    n = records.num
+    intended = n["intended_send_s"]
+    start, end = settings.warmup_s, settings.warmup_s + settings.point_s
+    sent = records.sent
+    measured = sent & (intended >= start) & (intended < end)
+    warm = sent & (intended < start)
+    sc = check(sla, records)
+    lag = records.schedule_lag_s[measured]
+    lag = lag[np.isfinite(lag)]
+    count = int(measured.sum())
+    return PointMeasure(
+        window=window,
+        requests=count,
+        met=int((sc.met & measured).sum()),
+        met_by={
+            "ttft": int((sc.ttft_ok & measured).sum()),
+            "tpot": int((sc.tpot_ok & measured).sum()),
+            "e2e": int((sc.e2e_ok & measured).sum()),
+        },
+        warmup_excluded=int(warm.sum()),
+        measured_s=settings.point_s,
+        offered_rps=count / settings.point_s,
+        health=PointHealth(
+            schedule_lag_p99_s=float(np.percentile(lag, 99)) if lag.size else None,
+            scheduler_lost_s=lost_s,
+            emulated=emulated,
+            probes_on=probes_on,
+        ),
     )

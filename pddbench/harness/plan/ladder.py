@@ -36,12 +36,15 @@ harness ran out first, so the figure is a lower bound and never a capacity), or
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from pddbench.harness.plan.sessions import Selection
 
 Basis = Literal["capacity", "load-bounded", "refused"]
 CRITERIA = ("ttft", "tpot", "e2e")
@@ -357,3 +360,14 @@ class LadderSearch:
 def _mmss(seconds: float) -> str:
     seconds = max(0.0, seconds)
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def window_selection(selection: Selection, window: PointWindow, base_speedup: float) -> Selection:
+    """The base selection narrowed to one point's trace window at its load (same sample,
+    seed and request cap; arrivals compressed ``base_speedup × load``)."""
+    return dataclasses.replace(
+        selection,
+        window_start_s=window.trace_start_s,
+        window_duration_s=window.trace_duration_s,
+        speedup=base_speedup * window.load,
+    )
