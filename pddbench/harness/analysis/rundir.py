@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
@@ -36,6 +36,7 @@ from pddbench.harness.analysis.recordset import (
     RecordSet,
 )
 from pddbench.harness.analysis.sla import SLA, sla_from_mapping
+from pddbench.harness.plan.ladder import LadderVerdict
 
 REQUESTS = "requests.parquet"
 MANIFEST = "manifest.json"
@@ -146,8 +147,12 @@ def _optional_table(path: Path) -> pa.Table | None:
 
 
 def read_capacity(path: Path) -> CapacityCurve:
+    """A capacity file: a ladder verdict (``basis`` present) or an older curve."""
     try:
-        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if '"basis"' in text:
+            return curve_from_verdict(LadderVerdict.model_validate_json(text))
+        return CapacityCurve.model_validate_json(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
