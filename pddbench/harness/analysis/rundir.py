@@ -71,6 +71,7 @@ class RunData:
     links: pa.Table | None = None
     server_metrics: pa.Table | None = None
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # the capacity verdict, when the file holds one
 
     @property
     def run_id(self) -> str:
@@ -148,11 +149,24 @@ def _optional_table(path: Path) -> pa.Table | None:
 
 def read_capacity(path: Path) -> CapacityCurve:
     """A capacity file: a ladder verdict (``basis`` present) or an older curve."""
+    verdict = read_verdict(path)
+    if verdict is not None:
+        return curve_from_verdict(verdict)
+    try:
+        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+
+
+def read_verdict(path: Path) -> LadderVerdict | None:
+    """The ladder verdict in a capacity file (``None`` for an older curve file)."""
     try:
         text = path.read_text(encoding="utf-8")
-        if '"basis"' in text:
-            return curve_from_verdict(LadderVerdict.model_validate_json(text))
-        return CapacityCurve.model_validate_json(text)
+        return LadderVerdict.model_validate_json(text) if '"basis"' in text else None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
@@ -168,7 +182,9 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
         raise UserError(f"{folder}: no such run folder")
     manifest, raw = read_manifest(folder)
     records = read_records(folder / REQUESTS, token_times=token_times)
-    capacity = read_capacity(folder / CAPACITY) if (folder / CAPACITY).is_file() else None
+    has_capacity = (folder / CAPACITY).is_file()
+    capacity = read_capacity(folder / CAPACITY) if has_capacity else None
+    ladder = read_verdict(folder / CAPACITY) if has_capacity else None
     return RunData(
         path=folder,
         manifest=manifest,
@@ -177,4 +193,5 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
         links=_optional_table(folder / LINKS),
         server_metrics=_optional_table(folder / SERVER_METRICS),
         capacity=capacity,
+        ladder=ladder,
     )

@@ -39,6 +39,7 @@ from pddbench.harness.analysis.series import (
 )
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.plan.ladder import LadderVerdict
 
 
 @dataclass
@@ -69,6 +70,7 @@ class RunAnalysis:
     manifest: dict[str, Any] = field(default_factory=dict)
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
 
 
 def analyze_records(
@@ -147,4 +149,5 @@ def analyze_run(
     result.manifest = run.raw_manifest
     result.links = _links(run)
     result.capacity = run.capacity
+    result.ladder = run.ladder
     return result

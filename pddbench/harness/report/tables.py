@@ -112,15 +112,19 @@ def cost_table(report: Report) -> Table:
                 TCell(_pct(c.cost_change)),
                 TCell(fmt(c.goodput)),
                 TCell(_pct(c.goodput_change)),
-                TCell(fmt(c.bcr)),
+                TCell(c.bcr_text),
                 TCell(_pct(c.bcr_change), cls=_sign_cls(c.bcr_change)),
             )
         )
     return Table(
         "Cost and BCR",
-        ("run", "cost model", "cost", "Δ cost", "goodput (req/s)", "Δ goodput", "BCR", "Δ BCR"),
+        ("run", "cost breakdown", "cost", "Δ cost", "goodput (req/s)", "Δ goodput", "BCR",
+         "Δ BCR"),
         tuple(rows),
-        "BCR = SLA goodput ÷ hardware cost; Δ against the baseline.",
+        "BCR = SLA goodput at capacity ÷ hardware cost (Σ instances × chips × unit price + "
+        "line); Δ against the baseline. A goodput measured below capacity (an ordinary "
+        "replay, or a capacity search that met the target at every load) gives a "
+        "load-bounded ratio: a lower bound, never the BCR.",
         numeric_from=2,
     )
 
