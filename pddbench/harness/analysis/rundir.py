@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -152,21 +152,26 @@ def read_capacity(path: Path) -> CapacityCurve:
     verdict = read_verdict(path)
     if verdict is not None:
         return curve_from_verdict(verdict)
-    try:
-        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+    return _read_model(path, CapacityCurve)
 
 
 def read_verdict(path: Path) -> LadderVerdict | None:
     """The ladder verdict in a capacity file (``None`` for an older curve file)."""
     try:
         text = path.read_text(encoding="utf-8")
-        return LadderVerdict.model_validate_json(text) if '"basis"' in text else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    return _read_model(path, LadderVerdict, text) if '"basis"' in text else None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _read_model(path: Path, model: type[_M], text: str | None = None) -> _M:
+    try:
+        return model.model_validate_json(
+            text if text is not None else path.read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
