@@ -83,6 +83,10 @@ def run_ladder(
                 options,
                 selection=window_selection(options.selection, window, base_speedup),
                 max_duration_s=settings.send_s,
+                api=dataclasses.replace(
+                    options.api,
+                    request_timeout_s=min(options.api.request_timeout_s, settings.request_limit_s),
+                ),
             )
             plan = prepare(trace, opts)
             paths = new_run(out_root, f"{scenario.name}-x{window.load:g}")
@@ -130,8 +134,9 @@ def run_ladder(
             excluded = m.health.exclusion(settings)
             echo(
                 f"pddbench: {scenario.name} x{window.load:g}: {m.requests} requests "
-                f"(+{m.warmup_excluded} warm-up), attainment {m.attainment:.1%}, goodput "
-                f"{m.goodput_rps:.2f} req/s" + (f"; EXCLUDED: {excluded}" if excluded else "")
+                f"(+{m.warmup_excluded} warm-up, {m.censored} censored), attainment "
+                f"{m.attainment:.1%}, goodput {m.goodput_rps:.2f} req/s"
+                + (f"; EXCLUDED: {excluded}" if excluded else "")
             )
     verdict = search.verdict(scenario.name)
     text = verdict.model_dump_json(indent=2)

@@ -126,8 +126,12 @@ def replay_main(
     check_probes: bool = True,
     locust: LocustSettings | None = None,
     fail_on_errors: bool = False,
+    quick: bool = False,
 ) -> int:
     """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    A long trace with no selection option is the main job: every system walks the shared
+    load ladder and the run ends with the verdict (:mod:`pddbench.harness.main_job`).
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
@@ -150,6 +154,15 @@ def replay_main(
         check_prompts(plan, options)
     else:
         ready_scenarios(scenarios, plan, options)
+    if default_note and target is None and locust is None:
+        from pddbench.harness.main_job import main_verdict
+
+        try:
+            return main_verdict(scenarios, trace=trace, options=options, out_root=out_root,
+                                argv=argv, emulate=emulate, check_probes=check_probes,
+                                quick=quick)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []

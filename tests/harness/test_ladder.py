@@ -178,3 +178,51 @@ def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions
     ]
     assert {r.session_id for r in same[0]} == {r.session_id for r in same[1]}
     assert np.isfinite(arrival).all()
+
+
+def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still_meet() -> None:
+    from pddbench.harness.analysis.capacity import measure_point
+    from pddbench.harness.analysis.recordset import RecordSet
+    from pddbench.harness.analysis.sla import SLA
+    from tests.analysis.runs import rows_table
+
+    settings = LadderSettings(point_s=50.0, warmup_s=10.0, request_limit_s=60.0)
+    base = dict(
+        session_id="s",
+        turn_index=0,
+        ttft_s=0.5,
+        tpot_s=0.01,
+        e2e_s=2.0,
+        output_tokens=100,
+        expected_output_tokens=100,
+        actual_send_s=None,
+    )
+    rows = [
+        dict(base, request_id="warm", intended_send_s=3.0),
+        dict(base, request_id="ok", intended_send_s=12.0),
+        dict(
+            base,
+            request_id="long-cut",
+            intended_send_s=20.0,
+            status="timeout",
+            expected_output_tokens=5000,
+            e2e_s=60.0,
+        ),  # bound 5 + 150 s > 60 s: censored
+        dict(
+            base, request_id="short-cut", intended_send_s=30.0, status="timeout", e2e_s=60.0
+        ),  # bound 30 s < 60 s: a miss
+        dict(base, request_id="late", intended_send_s=65.0),  # after the measured window
+    ]
+    for r in rows:
+        r["actual_send_s"] = r["intended_send_s"]
+    w = point_windows(settings, 0.0, 1.0)[0]
+    m = measure_point(
+        RecordSet.from_arrow(rows_table(rows)),
+        SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0),
+        w,
+        settings,
+        emulated=False,
+        probes_on=False,
+    )
+    assert (m.requests, m.met, m.censored, m.warmup_excluded) == (2, 1, 1, 1)
+    assert m.offered_rps == pytest.approx(2 / 50) and m.health.exclusion(settings) is None

@@ -99,9 +99,17 @@ def measure_point(
     intended = n["intended_send_s"]
     start, end = settings.warmup_s, settings.warmup_s + settings.point_s
     sent = records.sent
-    measured = sent & (intended >= start) & (intended < end)
+    in_window = sent & (intended >= start) & (intended < end)
     warm = sent & (intended < start)
     sc = check(sla, records)
+    bound = sla.e2e_bound(n["expected_output_tokens"])
+    could_still_meet = (
+        np.ones(records.n, dtype=bool)
+        if bound is None
+        else np.asarray(bound >= settings.request_limit_s) & np.ones(records.n, dtype=bool)
+    )
+    censored = in_window & records.cat["status"].equals("timeout") & could_still_meet
+    measured = in_window & ~censored
     lag = records.schedule_lag_s[measured]
     lag = lag[np.isfinite(lag)]
     count = int(measured.sum())
@@ -115,6 +123,7 @@ def measure_point(
             "e2e": int((sc.e2e_ok & measured).sum()),
         },
         warmup_excluded=int(warm.sum()),
+        censored=int(censored.sum()),
         measured_s=settings.point_s,
         offered_rps=count / settings.point_s,
         health=PointHealth(

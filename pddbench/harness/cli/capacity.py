@@ -46,13 +46,16 @@ from pddbench.harness.plan.ladder import LadderSettings
               help="Excluded at the start of every point (recorded).")
 @click.option("--max-lag", "max_lag", default="0.5s", show_default=True,
               help="A point whose schedule lag P99 exceeds this is recorded but excluded.")
+@click.option("--request-limit", "request_limit", default="60s", show_default=True,
+              help="A point's requests are cut this long after they were sent; a cut one "
+              "whose SLA bound lies beyond it is censored (excluded, counted).")
 @click.option("--out", "out_root", type=click.Path(path_type=Path), default=Path("results"),
               show_default=True)
 @click.option("--no-emulation", is_flag=True)
 @selection_options
 def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla_text: str | None,
              start_load: float, growth: float, max_points: int, point_duration: str,
-             warmup: str, max_lag: str, out_root: Path, no_emulation: bool,
+             warmup: str, max_lag: str, request_limit: str, out_root: Path, no_emulation: bool,
              **kw: object) -> None:
     """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
     options = build_options(**kw)  # type: ignore[arg-type]
@@ -65,6 +68,7 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
             point_s=parse_duration(point_duration, "--point-duration"),
             warmup_s=parse_duration(warmup, "--warmup"),
             max_lag_p99_s=parse_duration(max_lag, "--max-lag"),
+            request_limit_s=parse_duration(request_limit, "--request-limit"),
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None

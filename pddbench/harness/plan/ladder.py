@@ -25,6 +25,10 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   schedule lag P99 above ``max_lag_s``, a server's scheduler lost time (the emulator fell
   behind), or link probes off on an emulated run. An excluded point ends the walk (a
   higher load would only be worse): the verdict is then load-bounded.
+* **Censoring**: a point's requests are cut ``request_limit_s`` after they were sent, so
+  one very long output cannot hold the walk for many minutes; a cut request whose own
+  SLA bound lies beyond the limit could still have met it, so it is excluded from the
+  point's figures and counted (``censored``), never scored as a miss.
 * **Attainable SLA**: the search refuses an SLA the system misses at its lowest load,
   naming the criterion (TTFT, TPOT, E2E) that fell short.
 
@@ -61,12 +65,15 @@ class LadderSettings:
     warmup_s: float = 10.0  # excluded at the start of every point
     max_lag_p99_s: float = 0.5  # schedule-lag P99 above this: the harness fell behind
     confidence: float = 0.95  # of every interval
+    request_limit_s: float = 60.0  # a point's requests are cut after this (see censoring)
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.growth > 1 and self.max_points >= 1):
             raise ValueError("ladder: need start > 0, growth > 1 and max_points >= 1")
         if not (self.point_s > 0 and self.warmup_s >= 0 and self.max_lag_p99_s > 0):
             raise ValueError("ladder: need point_s > 0, warmup_s >= 0, max_lag_p99_s > 0")
+        if self.request_limit_s <= 0:
+            raise ValueError("ladder: need request_limit_s > 0")
         if not 0 < self.confidence < 1:
             raise ValueError("ladder: confidence must be in (0, 1)")
 
@@ -175,6 +182,7 @@ class PointMeasure:
     measured_s: float  # wall time the measured requests span
     offered_rps: float
     health: PointHealth = field(default_factory=PointHealth)
+    censored: int = 0  # cut at the request limit before their SLA bound: excluded
 
     @property
     def attainment(self) -> float:
@@ -198,6 +206,7 @@ class LadderPoint(BaseModel):
     met: int
     met_by: dict[str, int]
     warmup_excluded: int
+    censored: int = 0
     attainment: float
     attainment_low: float
     attainment_high: float
@@ -347,6 +356,7 @@ class LadderSearch:
             met=m.met,
             met_by=m.met_by,
             warmup_excluded=m.warmup_excluded,
+            censored=m.censored,
             attainment=m.attainment,
             attainment_low=lo,
             attainment_high=hi,
