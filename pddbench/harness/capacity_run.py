@@ -23,9 +23,10 @@ from pddbench.harness.analysis.capacity import measure_point, scheduler_lost_s
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import SLA
 from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, enter_netns
 from pddbench.harness.drive.live import LiveView
-from pddbench.harness.drive.replay import ReplayOptions, prepare, run_replay
+from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
 from pddbench.harness.plan.ladder import (
     LadderSearch,
@@ -33,7 +34,9 @@ from pddbench.harness.plan.ladder import (
     LadderVerdict,
     window_selection,
 )
-from pddbench.harness.rundir.folder import base_manifest, new_run
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.rundir.folder import new_run
+from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
@@ -57,12 +60,15 @@ def run_ladder(
     *,
     out_root: Path,
     argv: list[str],
+    trace_info: dict[str, object],
     emulate: bool,
     check_probes: bool = True,
-    manifest_extra: Callable[[object], dict[str, object]] | None = None,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
+    from pddbench.netem.backend import backend_here
+
+    scenario = scenario.resolved(backend_here() if emulate else "nfqueue")  # scale recorded
     base_speedup = options.selection.speedup
     search = LadderSearch(
         settings,
@@ -90,23 +96,28 @@ def run_ladder(
             )
             plan = prepare(trace, opts)
             paths = new_run(out_root, f"{scenario.name}-x{window.load:g}")
-            manifest = base_manifest(argv=argv, run_id=paths.run_id)
-            manifest.update(
-                scenario=scenario.manifest(),
-                deployment=dataclasses.asdict(info),
-                links=info.links,
-                load_scale=window.load,
-                ladder_point={
-                    "index": window.index,
-                    "trace_start_s": window.trace_start_s,
-                    "trace_duration_s": window.trace_duration_s,
-                    "warmup_s": settings.warmup_s,
-                    "point_s": settings.point_s,
-                },
-                emulated=emulate,
+            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+            manifest.scenario = scenario.manifest()
+            manifest.trace = dict(
+                trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
             )
-            if manifest_extra is not None:
-                manifest.update(manifest_extra(plan))
+            manifest.deployment = dataclasses.asdict(info)
+            manifest.links = info.links
+            manifest.load_scale = window.load
+            manifest.ladder_point = LadderPointInfo(
+                index=window.index,
+                trace_start_s=window.trace_start_s,
+                trace_duration_s=window.trace_duration_s,
+                warmup_s=settings.warmup_s,
+                point_s=settings.point_s,
+                request_limit_s=settings.request_limit_s,
+            )
+            manifest.probe_check = check_probes
+            manifest.emulation = EmulationStatus(
+                applicable=scenario.network is not None,
+                emulated=emulate and scenario.network is not None,
+                reason="" if emulate else "--no-emulation",
+            )
             with enter_netns(client_ns):
                 outcome = run_replay(
                     plan,

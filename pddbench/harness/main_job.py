@@ -20,13 +20,13 @@ from pathlib import Path
 import click
 
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import DEFAULT_SLA
+from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.drive.replay import ReplayOptions
 from pddbench.harness.plan.ladder import LadderSettings, LadderVerdict
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
@@ -53,6 +53,7 @@ def main_verdict(
     options: ReplayOptions,
     out_root: Path,
     argv: list[str],
+    trace_info: dict[str, object],
     emulate: bool,
     check_probes: bool,
     quick: bool = False,
@@ -72,9 +73,8 @@ def main_verdict(
     ladders: list[LadderVerdict] = []
     for name in scenarios:
         scenario = load_scenario(name)
-        sla = DEFAULT_SLA.model_copy(
-            update=scenario.sla.model_dump(exclude_unset=True) if scenario.sla else {}
-        )
+        declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
+        sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
         from pddbench.harness.pipeline import scenario_options  # the pipeline imports us
 
         ladder, runs = run_ladder(
@@ -85,6 +85,7 @@ def main_verdict(
             sla,
             out_root=out_root,
             argv=argv,
+            trace_info=trace_info,
             emulate=emulate,
             check_probes=check_probes,
         )

@@ -19,11 +19,16 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.sla import DEFAULT_SLA, parse_sla_overrides, with_overrides
+from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
-from pddbench.harness.cli.replay import build_options, parse_duration, selection_options
+from pddbench.harness.cli.options import build_options, parse_duration, selection_options
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.pipeline import load_trace, scenario_options
+from pddbench.harness.pipeline import (
+    load_trace,
+    require_emulation,
+    scenario_options,
+    trace_manifest,
+)
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.ladder import LadderSettings
 
@@ -72,6 +77,7 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    require_emulation([scenario], not no_emulation)
     trace = load_trace(trace_path)
     options, note = default_selection(trace.table, scenario_options(options, scenario),
                                       trace.epoch)
@@ -80,8 +86,8 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
         click.echo(f"pddbench: long trace: the ladder walks on from the busiest hour of "
                    f"session starts (offset {start / 3600:.1f} h), base speed-up "
                    f"x{options.selection.speedup:g}", err=True)
-    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else {}
-    sla = with_overrides(DEFAULT_SLA.model_copy(update=declared),
+    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
+    sla = with_overrides(sla_from_mapping(declared, where=f"scenario {scenario.name}"),
                          parse_sla_overrides(sla_text) if sla_text else {})
     if target_pct is not None:
         sla = with_overrides(sla, {"target_pct": target_pct})
@@ -91,7 +97,9 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
                f"{settings.budget_s / 60:.0f} min of sending; SLA {sla.describe()}", err=True)
     try:
         verdict, _ = run_ladder(scenario, trace, options, settings, sla, out_root=out_root,
-                                argv=["pddbench", *sys.argv[1:]], emulate=not no_emulation)
+                                argv=["pddbench", *sys.argv[1:]],
+                                trace_info=trace_manifest(trace, trace_path, None),
+                                emulate=not no_emulation)
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
     (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
