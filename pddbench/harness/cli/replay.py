@@ -139,6 +139,12 @@ def locust_options(f):
     help="Continue an interrupted run folder with its own trace and options: settled "
     "requests are kept, the rest are sent (asyncio engine).",
 )
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Main job only (a long trace, no selection): a shorter load ladder (4 points of "
+    "35 s); fewer requests, wider intervals, and the report says so.",
+)
 @locust_options
 @selection_options
 def replay(
@@ -152,6 +158,7 @@ def replay(
     fail_on_errors: bool,
     no_probe_check: bool,
     resume_dir: Path | None,
+    quick: bool,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -208,6 +215,7 @@ def replay(
         locust=locust,
         fail_on_errors=fail_on_errors,
         report=not no_report,
+        quick=quick,
     )
     if code:
         raise click.exceptions.Exit(code)
