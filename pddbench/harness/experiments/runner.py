@@ -1,0 +1,79 @@
+"""Running a selection of experiments into one out folder, with progress and an ETA.
+
+Owns the loop of ``pddbench experiment run``: for each selected declaration, run it (or
+record why it cannot run), stamp its wall time, save its measurement into
+``<out>/<id>/``, and say how far along the run is. The ETA is the declared cost of the
+experiments still to run, scaled by how the finished ones compared with their
+declarations. A failing experiment becomes a *not run* measurement with the failure as
+its reason; it never loses the others' results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pddbench.errors import UserError
+from pddbench.harness.experiments.model import Experiment, Measurement, RunContext
+
+
+def eta_s(remaining: list[Experiment], done: list[tuple[Experiment, float]], quick: bool) -> float:
+    """Seconds left: declared cost of ``remaining`` × (actual / declared so far, at least 0.5)."""
+
+    def cost(e: Experiment) -> float:
+        return e.cost.quick_s if quick else e.cost.full_s
+
+    declared = sum(cost(e) for e, _ in done)
+    actual = sum(t for _, t in done)
+    scale = max(0.5, actual / declared) if declared > 0 else 1.0
+    return scale * sum(cost(e) for e in remaining)
+
+
+def _clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def run_experiments(
+    exps: list[Experiment],
+    out: Path,
+    *,
+    quick: bool,
+    emulate: bool = False,
+    trace: Path | None = None,
+    echo: Callable[[str], None] = print,
+) -> list[Measurement]:
+    out.mkdir(parents=True, exist_ok=True)
+    done: list[tuple[Experiment, float]] = []
+    results = []
+    start = time.monotonic()
+    for i, exp in enumerate(exps):
+        eta = eta_s(exps[i:], done, quick)
+        echo(
+            f"[{i + 1}/{len(exps)}] {exp.id} {exp.title} — elapsed "
+            f"{_clock(time.monotonic() - start)}, ETA {_clock(eta)}"
+        )
+        folder = out / exp.id
+        ctx = RunContext(
+            out=folder,
+            quick=quick,
+            emulate=emulate,
+            trace=trace,
+            progress=lambda msg: echo(f"    {msg}"),
+        )
+        t0 = time.monotonic()
+        if exp.run is None:
+            m = Measurement(experiment=exp.id, quick=quick, not_run=exp.not_run_reason)
+        else:
+            try:
+                m = exp.run(exp, ctx)
+            except UserError as exc:
+                m = Measurement(experiment=exp.id, quick=quick, not_run=f"failed: {exc}")
+        m.elapsed_s = time.monotonic() - t0
+        m.save(folder)
+        verdict, _ = exp.judge(m)
+        echo(f"    {exp.id}: {verdict.value} ({m.elapsed_s:.0f} s)")
+        done.append((exp, m.elapsed_s))
+        results.append(m)
+    return results
