@@ -75,8 +75,9 @@ def _e6(share: float, wan: bool | None = False) -> Measurement:
 
 def test_verdicts() -> None:
     e6, e5 = by_id()["E6"], by_id()["E5"]
-    assert e6.judge(_e6(0.062))[0] is Verdict.REPRODUCED
-    verdict, result = e6.judge(_e6(0.30))
+    assert e6.judge(_e6(0.062, wan=True))[0] is Verdict.REPRODUCED
+    assert e6.judge(_e6(0.062))[0] is Verdict.INCONCLUSIVE  # routing needs the WAN
+    verdict, result = e6.judge(_e6(0.30, wan=True))
     assert verdict is Verdict.NOT_REPRODUCED and "above the band" in result.gap
     m5 = Measurement(
         experiment="E5",

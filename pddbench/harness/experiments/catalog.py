@@ -235,8 +235,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("rld_token_share",),
         check=_e6,
         check_text="RLD token share in 3–12%",
-        cost=Cost(quick_s=120, full_s=450),
+        cost=Cost(quick_s=150, full_s=450),
         run=run_e6,
+        needs_wan=True,
+        notes=(
+            "the router relays a request when its predicted WAN transfer breaks the TTFT "
+            "target: on loopback (no emulated WAN) almost nothing is relayed",
+        ),
     ),
     Experiment(
         id="E7",

@@ -18,6 +18,7 @@ from html import escape
 from pathlib import Path
 
 from pddbench.harness.experiments.catalog import EXPERIMENTS
+from pddbench.harness.experiments.decomposition import decompose_run, decomposition_table
 from pddbench.harness.experiments.model import (
     MEASUREMENT_FILE,
     Experiment,
@@ -77,7 +78,7 @@ def judge_row(exp: Experiment, m: Measurement | None) -> Row:
         detail = result.seen if result.passed else f"{result.seen} — {result.gap}"
         if verdict is Verdict.INCONCLUSIVE:
             shape = "shape seen" if result.passed else "shape not seen"
-            detail = f"WAN not emulated: {shape} on loopback only; {detail}"
+            detail = f"WAN not emulated, measured on loopback: {shape}; {detail}"
     return Row(
         **base,
         measured=measured,
@@ -202,6 +203,9 @@ def build_sections(out: Path, rows: list[Row], found: dict[str, Measurement]) ->
             if fig is not None:
                 sec.figures.append(fig)
             for rel in r.runs:
+                d = decompose_run(out / rel)
+                if d is not None and d.summary:
+                    sec.tables.append(decomposition_table(rel, d))
                 path = out / rel / "manifest.json"
                 if path.exists():
                     sec.manifests.append(
