@@ -160,7 +160,7 @@ def test_cli_sla_override_and_errors(runs: list[Path], tmp_path: Path) -> None:
 def test_untrusted_text_is_escaped_and_odd_runs_do_not_crash(tmp_path: Path) -> None:
     evil = "<img src=x onerror=alert(1)>&"
     m = manifest("evil-run", scenario=evil)
-    m["links"] = [{"link": "<b>wan</b>", "rtt_p50_ms": 20.0}]
+    m.links = [{"link": "<b>wan</b>", "rtt_p50_ms": 20.0}]
     row = dict(
         request_id="a",
         session_id="s",

@@ -39,6 +39,7 @@ from pddbench.harness.analysis.series import (
 )
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.rundir.manifest import RunManifest
 
 
 @dataclass
@@ -66,7 +67,7 @@ class RunAnalysis:
     token_times: bool
     path: Path | None = None
     own_sla: SLA | None = None  # the run's scenario SLA, when it differs from `sla`
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: RunManifest | None = None  # None: analysed from records alone
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
 
@@ -144,7 +145,7 @@ def analyze_run(
     )
     result.path = run.path
     result.own_sla = own if own is not None and own != used else None
-    result.manifest = run.raw_manifest
+    result.manifest = run.manifest
     result.links = _links(run)
     result.capacity = run.capacity
     return result

@@ -20,13 +20,14 @@ from pddbench.harness.analysis.capacity import CapacityPoint, find_capacity, to_
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
 from pddbench.harness.analysis.summary import analyze_run
-from pddbench.harness.cli.replay import build_options, parse_duration, selection_options
+from pddbench.harness.cli.options import build_options, parse_duration, selection_options
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.deploy.systems import deploy, enter_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.pipeline import load_trace, scenario_options, trace_manifest
-from pddbench.harness.rundir.folder import base_manifest, new_run
+from pddbench.harness.rundir.folder import RunPaths, new_run
+from pddbench.harness.rundir.manifest import RunManifest
 
 
 @click.command("capacity")
@@ -71,11 +72,12 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
                                                        speedup=base_speedup * load))
             plan = prepare(trace, opts)
             paths = new_run(out_root, f"{scenario.name}-x{load:g}")
-            manifest = base_manifest(argv=argv, run_id=paths.run_id)
-            manifest.update(scenario=scenario.manifest(), trace=trace_manifest(trace, trace_path,
-                                                                               plan),
-                            deployment=dataclasses.asdict(info), links=info.links,
-                            load_scale=load)
+            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+            manifest.scenario = scenario.manifest()
+            manifest.trace = trace_manifest(trace, trace_path, plan)
+            manifest.deployment = dataclasses.asdict(info)
+            manifest.links = info.links
+            manifest.load_scale = load
             with enter_netns(client_ns):
                 outcome = run_replay(plan, opts, info.front_door, paths, manifest,
                                      live=LiveView(f"{scenario.name} x{load:g}"))
@@ -102,7 +104,7 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     curve = to_curve(result, system=scenario.name, sla=sla.model_dump())
     text = curve.model_dump_json(indent=2)
     for folder in (runs[-1] if runs else deploy_dir.root, out_root):
-        (Path(folder) / "capacity.json").write_text(text)
+        RunPaths(Path(folder)).capacity.write_text(text)
     if result.capacity is None:
         click.echo(f"{scenario.name}: no load tried met {target:g}% attainment")
     else:

@@ -356,7 +356,7 @@ def build_report(
         emulation={
             r.label: st
             for r in runs
-            for st in [EmulationStatus.of_manifest(r.manifest)]
+            for st in [r.manifest.emulation if r.manifest else None]
             if st is not None
         },
     )

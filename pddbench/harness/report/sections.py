@@ -184,6 +184,6 @@ def _fill(report: Report, sec: Section) -> None:
         else:
             sec.tables.append(table)
     elif sid == "manifests":
-        sec.manifests = [(r.label, r.manifest) for r in report.runs]
+        sec.manifests = [(r.label, r.manifest.to_json() if r.manifest else {}) for r in report.runs]
     elif sid == "definitions":
         sec.tables.append(definitions_table(report))

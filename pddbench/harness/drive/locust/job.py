@@ -22,10 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pddbench.harness.drive.client import ApiConfig, ApiKind
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan
-from pddbench.harness.plan.player import OnError, PlannedRequest, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.drive.replay import ReplayPlan
+from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.records import RequestRecord
 from pddbench.workloads.schema import Col
 
@@ -54,7 +52,7 @@ class JobSpec:
 
     base_url: str
     workers: int
-    options: dict[str, object]  # options_to_dict(ReplayOptions)
+    options: dict[str, object]  # ReplayOptions.to_json()
     journal: str
     job_dir: str
     master_bind_host: str = "127.0.0.1"
@@ -80,27 +78,6 @@ class JobSpec:
     def read(cls, job_dir: str | Path) -> JobSpec:
         data = json.loads((Path(job_dir) / JOB_FILE).read_text())
         return cls(**data)
-
-
-def options_to_dict(options: ReplayOptions) -> dict[str, object]:
-    """Replay options as JSON-safe values (enums as their string values)."""
-    out = asdict(options)
-    out["think_policy"] = str(options.think_policy)
-    out["on_error"] = str(options.on_error)
-    out["api"]["kind"] = str(options.api.kind)
-    return out
-
-
-def options_from_dict(data: dict[str, object]) -> ReplayOptions:
-    """Inverse of :func:`options_to_dict`."""
-    d: dict = dict(data)
-    api = dict(d["api"])
-    api["kind"] = ApiKind(api["kind"])
-    d["api"] = ApiConfig(**api)
-    d["selection"] = Selection(**d["selection"])
-    d["think_policy"] = ThinkPolicy(d["think_policy"])
-    d["on_error"] = OnError(d["on_error"])
-    return ReplayOptions(**d)
 
 
 def plan_table(plan: ReplayPlan) -> pa.Table:

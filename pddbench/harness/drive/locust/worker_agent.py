@@ -39,14 +39,14 @@ from pddbench.harness.drive.locust.cpu import CpuMeter
 from pddbench.harness.drive.locust.gclient import http_client, stream_completion
 from pddbench.harness.drive.locust.job import (
     RECORD_FIELDS,
-    options_from_dict,
     record_row,
     table_from_chunks,
     worker_plan,
 )
 from pddbench.harness.drive.locust.waker import PreciseWaker
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prompt_function
+from pddbench.harness.drive.replay import ReplayPlan, prompt_function
 from pddbench.harness.drive.stream_records import fail_record, record_for, skipped_record
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
 from pddbench.tokens import TokenStream
@@ -356,7 +356,7 @@ class WorkerAgent:
             table = table_from_chunks([self._parts[i] for i in range(len(self._parts))])
             self._parts = {}
             plan = worker_plan(table)
-            options = options_from_dict(spec["options"])
+            options = ReplayOptions.from_json(spec["options"])
             fire = self.env.events.request.fire if spec.get("live_events", True) else None
             self.driver = ShardDriver(
                 plan,
