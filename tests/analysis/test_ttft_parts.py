@@ -13,6 +13,7 @@ import pytest
 
 from pddbench.harness.analysis.ttft_parts import PARTS, ClockJoin, decompose, decompose_rows
 from pddbench.harness.experiments.decomposition import decompose_run
+from pddbench.harness.rundir.manifest import RunManifest
 from tests.harness.test_emulation_refusal import small_trace
 
 JOIN = ClockJoin(origin_monotonic_s=1000.0, origin_wall_s=5000.0, host="vm")
@@ -101,8 +102,7 @@ def test_reference_server_parts_add_up_to_ttft_within_2ms(tmp_path: Path) -> Non
     origins = set()
     for run in runs:
         rows = pq.read_table(run / "requests.parquet").to_pylist()
-        manifest = json.loads((run / "manifest.json").read_text())
-        parts = decompose_rows(rows, ClockJoin.of_manifest(manifest))
+        parts = decompose_rows(rows, ClockJoin.of_manifest(RunManifest.load(run)))
         ok = [(r, p) for r, p in zip(rows, parts, strict=True) if r["status"] == "ok"]
         assert len(ok) == 4
         for r, p in ok:

@@ -35,6 +35,8 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
+from pddbench.harness.rundir.manifest import RunManifest
+
 PARTS: tuple[str, ...] = (
     "to_router",
     "router_queue",
@@ -57,13 +59,12 @@ class ClockJoin:
     host: str | None = None  # the client's host name
 
     @classmethod
-    def of_manifest(cls, manifest: dict[str, Any]) -> ClockJoin:
-        clock = manifest.get("clock") or {}
-        wall = clock.get("origin_wall")
-        wall_s = datetime.fromisoformat(wall).timestamp() if isinstance(wall, str) else None
-        mono = clock.get("origin_monotonic_s") if clock.get("kind") == "monotonic" else None
-        host = manifest.get("host")
-        name = (host.get("hostname") or host.get("name")) if isinstance(host, dict) else host
+    def of_manifest(cls, manifest: RunManifest) -> ClockJoin:
+        clock = manifest.clock
+        wall = clock.origin_wall
+        wall_s = datetime.fromisoformat(wall).timestamp() if wall else None
+        mono = clock.origin_monotonic_s if clock.kind == "monotonic" else None
+        name = manifest.host.get("hostname") or manifest.host.get("name")
         return cls(mono, wall_s, str(name) if name else None)
 
     def offset(self, clocks: dict[str, Any]) -> float | None:

@@ -9,7 +9,6 @@ not (yet) columns of the records themselves.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pddbench.harness.analysis.ttft_parts import (
     summarise,
 )
 from pddbench.harness.report.tables import Table, TCell
+from pddbench.harness.rundir.manifest import RunManifest
 
 COLUMNS = ("status", "actual_send_s", "first_token_s", "ttft_s", "server_timing")
 
@@ -45,7 +45,7 @@ def decompose_run(folder: Path) -> RunDecomposition | None:
     table = pq.read_table(path)
     if "server_timing" not in table.column_names:
         return None
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = RunManifest.load(folder)
     rows = table.select([c for c in COLUMNS if c in table.column_names]).to_pylist()
     parts = decompose_rows(rows, ClockJoin.of_manifest(manifest))
     rs = RecordSet.from_arrow(table)

@@ -23,7 +23,6 @@ from pddbench.errors import UserError
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
-from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.experiments.checks import bootstrap_ci
 from pddbench.harness.experiments.model import (
     Experiment,
@@ -50,7 +49,7 @@ class ReplayRun:
 
     @property
     def emulated(self) -> bool:
-        status = EmulationStatus.of_manifest(self.analysis.manifest)
+        status = self.analysis.manifest.emulation if self.analysis.manifest else None
         return status is not None and not status.missing
 
     def ok(self) -> RecordSet:
