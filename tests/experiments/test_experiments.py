@@ -51,6 +51,11 @@ def test_dips_and_bathtub_and_trend() -> None:
     assert c.local_dips(x, y) == [0.2, 0.7]
     assert c.dips_near(x, y, (0.2, 0.4, 0.7), 0.03, need=2).passed
     assert not c.dips_near(x, y, (0.2, 0.4, 0.7), 0.03, need=3).passed
+    assert c.dip_regions([0.1, 0.11, 0.12, 0.5]) == [[0.1, 0.11, 0.12], [0.5]]
+    for d in (5, 10, 50, 90):  # four singular points where none was published
+        y[d] = 0.8
+    r = c.dips_near(x, y, (0.2, 0.4, 0.7), 0.03, need=2)
+    assert not r.passed and "4 dips away" in r.gap
     tub = [2.0 - 4 * xi * (1 - xi) for xi in x]
     assert c.bathtub(x, tub).passed
     assert not c.bathtub(x, [1.0 + xi for xi in x]).passed  # rising, no lower end

@@ -63,16 +63,40 @@ def local_dips(
     return out
 
 
+def dip_regions(found: Sequence[float], gap: float = 0.02) -> list[list[float]]:
+    """Dips closer than ``gap`` to the previous one form one region (one singular point)."""
+    regions: list[list[float]] = []
+    for d in sorted(found):
+        if regions and d - regions[-1][-1] <= gap + 1e-9:
+            regions[-1].append(d)
+        else:
+            regions.append([d])
+    return regions
+
+
 def dips_near(
     x: Sequence[float], y: Sequence[float], targets: Sequence[float], tol: float, *, need: int
 ) -> CheckResult:
-    """At least ``need`` of ``targets`` have a local dip within ``tol`` of them."""
-    found = local_dips(x, y)
-    hit = [t for t in targets if any(abs(d - t) <= tol for d in found)]
-    seen = f"dips at {[round(d, 2) for d in found] or 'none'}; near {list(targets)}: {hit}"
-    if len(hit) >= need:
-        return CheckResult(True, seen)
-    return CheckResult(False, seen, f"{need - len(hit)} more of the published dips missing")
+    """Dips near at least ``need`` of ``targets``, and no more dips elsewhere than targets.
+
+    A dip is a dip region (:func:`dip_regions`); one is *near* a target when any of its
+    points lies within ``tol``; regions near no target are *elsewhere*.
+    """
+    regions = dip_regions(local_dips(x, y))
+
+    def near(r: list[float], t: float) -> bool:
+        return any(abs(d - t) <= tol + 1e-9 for d in r)  # 1e-9: the float grid
+
+    hit = [t for t in targets if any(near(r, t) for r in regions)]
+    elsewhere = [r for r in regions if not any(near(r, t) for t in targets)]
+    shown = [f"{r[0]:.2f}" if len(r) == 1 else f"{r[0]:.2f}–{r[-1]:.2f}" for r in regions]
+    seen = f"dips at {shown or 'none'}; near {list(targets)}: {hit}; elsewhere {len(elsewhere)}"
+    gaps = []
+    if len(hit) < need:
+        gaps.append(f"{need - len(hit)} more of the published dips missing")
+    if len(elsewhere) > len(targets):
+        gaps.append(f"{len(elsewhere)} dips away from the published points")
+    return CheckResult(not gaps, seen, "; ".join(gaps))
 
 
 def bathtub(
