@@ -143,3 +143,20 @@ def test_cli_list_and_bad_name(capsys) -> None:
     assert "6.2%" in out and "−51.5%" in out
     assert main(["experiment", "run", "E99", "--out", "/tmp/nowhere-e17"]) == 2
     assert "unknown experiment" in capsys.readouterr().err
+
+
+def test_trace_experiments_on_a_given_trace(tmp_path) -> None:
+    from pddbench.workloads.synth import synthesise
+    from pddbench.workloads.synth_profile import load_profile
+    from pddbench.workloads.traceio import write_trace
+
+    path = write_trace(synthesise(load_profile("smoke")).table, tmp_path / "t.parquet")
+    run_experiments(
+        select(("E1", "E3")), tmp_path / "o", quick=True, trace=path, echo=lambda _m: None
+    )
+    e1, e3 = Measurement.load(tmp_path / "o" / "E1"), Measurement.load(tmp_path / "o" / "E3")
+    assert e1.labels == ["trace t.parquet"]
+    shares = [s.y for s in e1.series]
+    assert len(shares) == 7 and abs(sum(col[0] for col in shares) - 1) < 1e-9
+    hit = e3.get("token_weighted_hit")
+    assert 0 < hit < 1 and e3.get("reduction") == pytest.approx(1 / (1 - hit), rel=1e-6)
