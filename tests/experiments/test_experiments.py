@@ -10,7 +10,13 @@ import pytest
 from pddbench.cli import main
 from pddbench.errors import UserError
 from pddbench.harness.experiments import checks as c
-from pddbench.harness.experiments.catalog import EXPERIMENTS, by_id, select
+from pddbench.harness.experiments.catalog import (
+    EXPERIMENTS,
+    REPLAY_COST,
+    by_id,
+    planned_costs,
+    select,
+)
 from pddbench.harness.experiments.model import Measurement, Series, Value, Verdict
 from pddbench.harness.experiments.report import judge_row
 from pddbench.harness.experiments.runner import eta_s, run_experiments
@@ -104,11 +110,19 @@ def test_verdicts() -> None:
     assert judge_row(by_id()["E12"], None).detail.startswith("a sweep")
 
 
-def test_eta_scales_by_the_finished_ones() -> None:
-    e = list(EXPERIMENTS)
-    assert eta_s(e[:1], [], quick=True) == e[0].cost.quick_s
-    done = [(e[5], 2 * e[5].cost.quick_s)]
-    assert eta_s(e[:1], done, quick=True) == pytest.approx(2 * e[0].cost.quick_s)
+def test_costs_charge_a_shared_replay_once_and_eta_rescales() -> None:
+    e4, e5, e6 = select(("E4", "E5", "E6"))
+    rep = REPLAY_COST.quick_s
+    # E4 replays same-dc-pd and cross-dc-pd; E5 only adds pdd; E6 then replays nothing
+    assert planned_costs([e4, e5, e6], True, set()) == [
+        e4.cost.quick_s + 2 * rep,
+        e5.cost.quick_s + rep,
+        e6.cost.quick_s,
+    ]
+    assert planned_costs([e6], True, {"pdd"}) == [e6.cost.quick_s]
+    assert eta_s([e6], [], True, set()) == e6.cost.quick_s + rep
+    assert eta_s([e6], [(100.0, 200.0)], True, set()) == pytest.approx(2 * (e6.cost.quick_s + rep))
+    assert eta_s([e6], [(100.0, 1.0)], True, set()) == pytest.approx(0.5 * (e6.cost.quick_s + rep))
 
 
 def test_run_and_report_from_folder_alone(tmp_path) -> None:

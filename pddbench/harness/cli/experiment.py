@@ -20,7 +20,7 @@ def experiment() -> None:
 @experiment.command("list")
 def list_command() -> None:
     """Each experiment with its published figure, scenarios and declared cost."""
-    from pddbench.harness.experiments.catalog import EXPERIMENTS, total_cost
+    from pddbench.harness.experiments.catalog import EXPERIMENTS, REPLAY_COST, total_cost
 
     for e in EXPERIMENTS:
         runnable = "runnable" if e.run is not None else f"not runnable: {e.not_run_reason}"
@@ -30,12 +30,15 @@ def list_command() -> None:
         click.echo(f"     check    : {e.check_text}")
         click.echo(
             f"     scenarios: {', '.join(e.scenarios) or '—'}; cost quick "
-            f"{e.cost.quick_s:g} s / full {e.cost.full_s:g} s; {runnable}"
+            f"{e.cost.quick_s:g} s / full {e.cost.full_s:g} s"
+            f"{f' + {len(e.scenarios)} replays' if e.replayed else ''}; {runnable}"
         )
     q, f = total_cost(list(EXPERIMENTS), True), total_cost(list(EXPERIMENTS), False)
+    later = sum(e.cost.full_s for e in EXPERIMENTS if e.run is None)
     click.echo(
-        f"all: declared {q / 60:.0f} min quick, {f / 3600:.1f} h full "
-        "(replays shared between experiments make it less)"
+        f"all: declared {q / 60:.0f} min quick, {f / 3600:.1f} h full (each scenario replayed "
+        f"once, {REPLAY_COST.quick_s:g} s quick / {REPLAY_COST.full_s:g} s full, shared); "
+        f"the experiments not runnable here would add {later / 3600:.1f} h full"
     )
 
 
@@ -68,13 +71,14 @@ def run_command(
     """Run experiments NAMES (E1 .. E12, or all) into OUT and write the report."""
     from pddbench.harness.experiments.catalog import select, total_cost
     from pddbench.harness.experiments.report import write_reports
-    from pddbench.harness.experiments.runner import run_experiments
+    from pddbench.harness.experiments.runner import replayed_scenarios, run_experiments
 
     if trace is not None and not trace.exists():
         raise UserError(f"--trace {trace}: no such file")
     exps = select(names)
+    declared = total_cost(exps, quick, replayed_scenarios(out))
     click.echo(
-        f"{len(exps)} experiment(s), declared {total_cost(exps, quick) / 60:.1f} min "
+        f"{len(exps)} experiment(s), declared {declared / 60:.1f} min "
         f"({'quick' if quick else 'full'}); out {out}"
     )
     run_experiments(exps, out, quick=quick, emulate=emulate, trace=trace, echo=click.echo)

@@ -148,7 +148,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("share_ge_95", "share_lt_50", "mean_hit"),
         check=_e1,
         check_text=">=95% share in 70–80%, <50% share 0.5–10%, mean hit 85–95%",
-        cost=Cost(quick_s=20, full_s=120),
+        cost=Cost(quick_s=10, full_s=60),
         run=run_e1,
         figure="share per hit bin per week",
         notes=(
@@ -171,7 +171,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         check_text="dips within ±3 points of >= 2 of 20/40/70% and no more than 3 elsewhere; "
         "revenue (cached at "
         "10%) higher at both ends than in 30–85%",
-        cost=Cost(quick_s=60, full_s=240),
+        cost=Cost(quick_s=15, full_s=60),
         run=run_e2,
         notes=(
             "in the compute model a dip falls where the uncached part of the prompt is just "
@@ -193,7 +193,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("reduction", "gbps_full_kv", "gbps_suffix"),
         check=_e3,
         check_text="full-KV / suffix-only WAN bytes in 5–20x",
-        cost=Cost(quick_s=20, full_s=120),
+        cost=Cost(quick_s=10, full_s=60),
         run=run_e3,
         figure="mean WAN need vs hit rate",
     ),
@@ -209,7 +209,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("ttft.p50", "ttft.p99"),
         check=_e4,
         check_text="P50 gap 1.25–5 s and cross-DC P99 > 3 x its P50",
-        cost=Cost(quick_s=240, full_s=900),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e4,
         needs_wan=True,
         figure="TTFT CDF",
@@ -225,7 +226,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("ttft.p50", "ttft.p99"),
         check=_e5,
         check_text="PDD P50 change in −75…−25% and PDD P99 < half of naive's",
-        cost=Cost(quick_s=120, full_s=450),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e5,
         needs_wan=True,
         figure="TTFT CDF",
@@ -241,7 +243,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("rld_token_share",),
         check=_e6,
         check_text="RLD token share in 3–12%",
-        cost=Cost(quick_s=150, full_s=450),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e6,
         needs_wan=True,
         notes=(
@@ -284,7 +287,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("relay_tokens", "handoff_itl_max"),
         check=_e8,
         check_text="one-shot RLD tokens < catch-up's and one-shot handoff ITL max > catch-up's",
-        cost=Cost(quick_s=360, full_s=1350),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e8,
         needs_wan=True,
     ),
@@ -302,7 +306,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         check=_e9,
         check_text="rld-only: relayed share rises from 1st to 2nd half, and its MD hit in the "
         "2nd half is below PDD's",
-        cost=Cost(quick_s=240, full_s=900),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e9,
         needs_wan=True,
         figure="relayed share per half",
@@ -319,7 +324,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("goodput", "bcr"),
         check=_never,
         check_text="BCR(pdd) / BCR(same-dc) − 1 in +18…+75%",
-        cost=Cost(quick_s=0, full_s=3600),
+        cost=Cost(quick_s=900, full_s=3600),
         run=None,
         not_run_reason="delegated to the equal-cost capacity ladder (issue 14, "
         "`pddbench capacity`), not yet on this branch; it also needs the emulated WAN",
@@ -336,7 +341,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("ttft.p50", "wan_bytes", "output_tps"),
         check=_e11,
         check_text="DRC on: lower TTFT P50 and < 1/3 of the WAN bytes",
-        cost=Cost(quick_s=120, full_s=450),
+        cost=Cost(quick_s=5, full_s=10),
+        replayed=True,
         run=run_e11,
         needs_wan=True,
         figure="TTFT CDF",
@@ -353,7 +359,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         metrics=("ttft.p50", "ttft.p99"),
         check=_never,
         check_text="PDD/naive TTFT ratio falls as rate drops and as jitter rises",
-        cost=Cost(quick_s=0, full_s=3600),
+        cost=Cost(quick_s=900, full_s=3600),
         run=None,
         needs_wan=True,
         not_run_reason="a sweep of the emulated WAN's rate and jitter: needs network namespaces "
@@ -389,5 +395,22 @@ def select(names: tuple[str, ...]) -> list[Experiment]:
     return [e for e in EXPERIMENTS if e.id in wanted]
 
 
-def total_cost(exps: list[Experiment], quick: bool) -> float:
-    return math.fsum(e.cost.quick_s if quick else e.cost.full_s for e in exps)
+# one replay of one scenario (smoke profile, 60 requests at speedup 4, --no-emulation):
+# measured 125-130 s on the 2-core machine; full (400 requests) assumed 4x
+REPLAY_COST = Cost(quick_s=130, full_s=520)
+
+
+def planned_costs(exps: list[Experiment], quick: bool, replayed: set[str]) -> list[float]:
+    """Each experiment's declared seconds, a scenario's replay charged to its first user only."""
+    seen = set(replayed)
+    out = []
+    for e in exps:
+        new = [s for s in e.scenarios if s not in seen] if e.replayed and e.run else []
+        seen.update(new)
+        own = e.cost.of(quick) if e.run else 0.0  # not runnable: recorded as not run at once
+        out.append(own + REPLAY_COST.of(quick) * len(new))
+    return out
+
+
+def total_cost(exps: list[Experiment], quick: bool, replayed: set[str] | None = None) -> float:
+    return math.fsum(planned_costs(exps, quick, replayed or set()))

@@ -121,10 +121,13 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Cost:
-    """Declared wall time on the reference 2-core machine, in seconds."""
+    """Declared wall time on the reference 2-core machine, in seconds (replays not included)."""
 
     quick_s: float
     full_s: float
+
+    def of(self, quick: bool) -> float:
+        return self.quick_s if quick else self.full_s
 
 
 Runner = Callable[["Experiment", "RunContext"], Measurement]
@@ -158,6 +161,7 @@ class Experiment:
     cost: Cost
     run: Runner | None  # None: not runnable here, see not_run_reason
     needs_wan: bool = False  # its mechanism is the WAN: without emulation never "reproduced"
+    replayed: bool = False  # its scenarios are replayed (runs shared within one out folder)
     not_run_reason: str = ""
     figure: str = ""  # which series the figure plots
     notes: tuple[str, ...] = field(default=())

@@ -15,19 +15,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pddbench.errors import UserError
+from pddbench.harness.experiments.catalog import planned_costs, total_cost
 from pddbench.harness.experiments.model import Experiment, Measurement, RunContext
 
 
-def eta_s(remaining: list[Experiment], done: list[tuple[Experiment, float]], quick: bool) -> float:
-    """Seconds left: declared cost of ``remaining`` × (actual / declared so far, at least 0.5)."""
-
-    def cost(e: Experiment) -> float:
-        return e.cost.quick_s if quick else e.cost.full_s
-
-    declared = sum(cost(e) for e, _ in done)
+def eta_s(
+    remaining: list[Experiment], done: list[tuple[float, float]], quick: bool, replayed: set[str]
+) -> float:
+    """Seconds left: the declared cost of ``remaining`` (replays already in the folder free)
+    × actual / declared of the finished ones (``done``: (declared, actual) pairs; >= 0.5)."""
+    declared = sum(d for d, _ in done)
     actual = sum(t for _, t in done)
     scale = max(0.5, actual / declared) if declared > 0 else 1.0
-    return scale * sum(cost(e) for e in remaining)
+    return scale * total_cost(remaining, quick, replayed)
+
+
+def replayed_scenarios(out: Path) -> set[str]:
+    """Scenarios with a finished replay in ``<out>/runs/`` (reused by the experiments)."""
+    runs = out / "runs"
+    if not runs.is_dir():
+        return set()
+    return {
+        d.name
+        for d in runs.iterdir()
+        if d.is_dir() and any((r / "manifest.json").exists() for r in d.iterdir() if r.is_dir())
+    }
 
 
 def _clock(seconds: float) -> str:
@@ -45,11 +57,13 @@ def run_experiments(
     echo: Callable[[str], None] = print,
 ) -> list[Measurement]:
     out.mkdir(parents=True, exist_ok=True)
-    done: list[tuple[Experiment, float]] = []
+    done: list[tuple[float, float]] = []
     results = []
     start = time.monotonic()
     for i, exp in enumerate(exps):
-        eta = eta_s(exps[i:], done, quick)
+        replayed = replayed_scenarios(out)
+        eta = eta_s(exps[i:], done, quick, replayed)
+        declared = planned_costs([exp], quick, replayed)[0]
         echo(
             f"[{i + 1}/{len(exps)}] {exp.id} {exp.title} — elapsed "
             f"{_clock(time.monotonic() - start)}, ETA {_clock(eta)}"
@@ -74,6 +88,6 @@ def run_experiments(
         m.save(folder)
         verdict, _ = exp.judge(m)
         echo(f"    {exp.id}: {verdict.value} ({m.elapsed_s:.0f} s)")
-        done.append((exp, m.elapsed_s))
+        done.append((declared, m.elapsed_s))
         results.append(m)
     return results
