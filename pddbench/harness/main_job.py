@@ -25,25 +25,13 @@ from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.ladder import LadderSettings, LadderVerdict
+from pddbench.harness.plan.ladder import DEFAULT_LADDER, QUICK_LADDER, LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
-
-# x4 ... x26 of the busiest hour at x10 (the first point is the common load): 5 points of
-# 70 s sending + at most 45 s draining (requests are cut 45 s after they were sent) per
-# system, ~10 min a system; ~1,900 measured requests per system when the walk goes through
-# (jan-feb: ~0.5 req/s per unit of load in the busiest hour).
-MAIN_LADDER = LadderSettings(
-    start=4.0, growth=1.6, max_points=5, point_s=60.0, warmup_s=10.0, request_limit_s=45.0
-)
-# --quick: 4 points of 35 s + 30 s; fewer requests, wider intervals (reported either way)
-QUICK_LADDER = LadderSettings(
-    start=4.0, growth=2.0, max_points=4, point_s=30.0, warmup_s=5.0, request_limit_s=30.0
-)
 
 
 def main_verdict(
@@ -59,7 +47,7 @@ def main_verdict(
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
-    settings = QUICK_LADDER if quick else MAIN_LADDER
+    settings = QUICK_LADDER if quick else DEFAULT_LADDER
     began = time.monotonic()
     click.echo(
         f"pddbench: main job: {len(scenarios)} systems on one load ladder x"
