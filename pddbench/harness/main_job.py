@@ -57,8 +57,7 @@ def main_verdict(
         err=True,
     )
     common: list[RunPaths] = []
-    verdicts: list[BcrVerdict] = []
-    ladders: list[LadderVerdict] = []
+    rows: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]] = []
     for name in scenarios:
         scenario = load_scenario(name)
         declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
@@ -77,29 +76,28 @@ def main_verdict(
             emulate=emulate,
             check_probes=check_probes,
         )
-        if runs:
-            (runs[0] / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
-            common.append(RunPaths(runs[0]))
-        ladders.append(ladder)
-        verdicts.append(bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan")))
+        first = RunPaths(runs[0]) if runs else None
+        if first is not None:
+            (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
+            common.append(first)
+        verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
+        rows.append((verdict, ladder, first))
         click.echo(
-            f"pddbench: {len(ladders)}/{len(scenarios)} systems done in "
+            f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
             f"{(time.monotonic() - began) / 60:.1f} min",
             err=True,
         )
     print_comparison(common, out_root)
-    click.echo(markdown_table(verdict_table(verdicts, ladders, common)))
+    click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     return 0
 
 
-def verdict_table(
-    verdicts: list[BcrVerdict], ladders: list[LadderVerdict], common: list[RunPaths]
-) -> Table:
+def verdict_table(results: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]]) -> Table:
     """Per system: latency at the common load, capacity goodput [interval], cost, BCR."""
     rows = []
-    for v, lad, run in zip(verdicts, ladders, common, strict=False):
-        m = analyze_run(load_run(run.root, token_times=False)).metrics
+    for v, lad, run in results:
+        m = analyze_run(load_run(run.root, token_times=False)).metrics if run else None
         first = lad.points[0] if lad.points else None
         lo = "-" if v.goodput_low is None else f"{v.goodput_low:.3g}"
         hi = "open" if v.goodput_high is None else f"{v.goodput_high:.3g}"
@@ -108,8 +106,8 @@ def verdict_table(
             (
                 TCell(v.system),
                 TCell(f"x{first.load_scale:g}: {first.offered_rps:.3g} req/s" if first else "-"),
-                TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}"),
-                TCell(f"{m.shown('tpot.p50'):.3g}"),
+                TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}" if m else "-"),
+                TCell(f"{m.shown('tpot.p50'):.3g}" if m else "-"),
                 TCell(f"{good} [{lo}, {hi}]" if v.basis == "capacity" else f"{v.basis}: {good}"),
                 TCell(v.cost_text),
                 TCell(v.bcr_text()),
