@@ -121,6 +121,7 @@ def replay_main(
     check_probes: bool = True,
     locust: LocustSettings | None = None,
     fail_on_errors: bool = False,
+    report: bool = True,
     quick: bool = False,
 ) -> int:
     """Run the replays; returns the exit status (``locust``: use the Locust engine).
@@ -193,10 +194,10 @@ def replay_main(
             locust=locust,
         )
         if failed and not interrupted:
-            print_comparison(runs)
+            print_comparison(runs, html=report)
             failure_status(runs, fail_on_errors=fail_on_errors)
             return EXIT_FAILED
-    print_comparison(runs)
+    print_comparison(runs, html=report)
     if interrupted:
         return EXIT_INTERRUPTED
     return failure_status(runs, fail_on_errors=fail_on_errors)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
@@ -100,9 +101,36 @@ def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     columns = [c for c in schema.names if c in wanted]
     try:
         table = pq.read_table(path, columns=columns)
-        return RecordSet.from_arrow(table)
+        records = RecordSet.from_arrow(table)
     except (OSError, pa.ArrowException) as exc:
         raise UserError(f"{path}: cannot read records: {exc}") from None
+    check_latencies(records, path)
+    return records
+
+
+_LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
+
+
+def check_latencies(records: RecordSet, path: Path) -> None:
+    """Refuse records the metrics would silently drop: a negative TTFT, a negative
+    latency of an ok request, or an ok request without a TTFT or an end-to-end time (no
+    harness writes any of these)."""
+    ok = records.ok
+    for column in _LATENCIES:
+        if column not in records.num:
+            continue
+        values = records.num[column]
+        with np.errstate(invalid="ignore"):
+            negative = np.flatnonzero((values < 0) & (ok | (column == "ttft_s")))
+        if negative.size:
+            i = int(negative[0])
+            raise UserError(f"{path}: row {i}: {column} {values[i]:g} is negative")
+        if column != "tpot_s":  # TPOT is undefined below two tokens
+            missing = np.flatnonzero(ok & ~np.isfinite(values))
+            if missing.size:
+                raise UserError(
+                    f"{path}: row {int(missing[0])}: {column} is missing for an ok request"
+                )
 
 
 def _optional_table(path: Path) -> pa.Table | None:

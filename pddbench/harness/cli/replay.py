@@ -114,6 +114,12 @@ def locust_options(f):
     "runs says WAN NOT EMULATED). Without it, replay refuses where it cannot emulate.",
 )
 @click.option(
+    "--no-report",
+    is_flag=True,
+    help="Print the headline table but write no HTML report (`pddbench report RUN` "
+    "writes it later).",
+)
+@click.option(
     "--fail-on-errors",
     is_flag=True,
     help="Exit 1 when any request failed (default: only when a run has no successful "
@@ -148,6 +154,7 @@ def replay(
     out_root: Path,
     label: str | None,
     no_emulation: bool,
+    no_report: bool,
     fail_on_errors: bool,
     no_probe_check: bool,
     resume_dir: Path | None,
@@ -207,6 +214,7 @@ def replay(
         check_probes=not no_probe_check,
         locust=locust,
         fail_on_errors=fail_on_errors,
+        report=not no_report,
         quick=quick,
     )
     if code:
