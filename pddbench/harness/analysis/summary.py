@@ -39,6 +39,7 @@ from pddbench.harness.analysis.series import (
 )
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import RunManifest
 
 
@@ -70,6 +71,7 @@ class RunAnalysis:
     manifest: RunManifest | None = None  # None: analysed from records alone
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
 
 
 def analyze_records(
@@ -148,4 +150,5 @@ def analyze_run(
     result.manifest = run.manifest
     result.links = _links(run)
     result.capacity = run.capacity
+    result.ladder = run.ladder
     return result
