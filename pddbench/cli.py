@@ -1,7 +1,8 @@
 """The ``pddbench`` command line: the root group, lazy sub-commands, error reporting.
 
 Owns how the CLI is assembled and how failures reach the user: a :class:`UserError`
-becomes ``pddbench: <message>`` (plus its detail lines) on stderr and its exit status;
+becomes ``pddbench: <message>`` (plus its detail lines) on stderr and its exit status; a
+bad option or argument (click's usage errors) one such line and exit 2;
 Ctrl-C exits 130; an unexpected exception prints one line (the traceback only with
 ``PDDBENCH_DEBUG=1``). Sub-commands live next to the code they drive and are imported
 only when used, so ``pddbench --help`` stays fast.
@@ -100,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("pddbench: interrupted", err=True)
         code = 130
     except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.UsageError as exc:  # a bad option or argument: one line, like UserError
+        where = exc.ctx.command_path if exc.ctx is not None else "pddbench"
+        click.echo(f"pddbench: {exc.format_message()} (see `{where} --help`)", err=True)
         code = exc.exit_code
     except click.ClickException as exc:
         exc.show()

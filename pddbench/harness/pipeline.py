@@ -326,6 +326,10 @@ def replay_scenarios(
     """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
     scenarios = ready_scenarios(names, plan, options)
     require_emulation(scenarios, emulate)
+    from pddbench.netem.backend import backend_here
+
+    backend = backend_here() if emulate else "nfqueue"
+    scenarios = [s.resolved(backend) for s in scenarios]  # the scale is fixed and recorded
     runs: list[RunPaths] = []
     failed = 0
     for scenario in scenarios:

@@ -127,3 +127,15 @@ def emulation_problem() -> str | None:
         " use a kernel with netem (Ubuntu: linux-modules-extra-$(uname -r)) or with"
         " nf_tables and the xt NFQUEUE target"
     )
+
+
+def backend_here() -> ShapingBackend:
+    """The backend this machine gives a plain link: ``kernel`` with netem, else ``nfqueue``
+    (also when the kernel cannot be probed, e.g. without root: the conservative choice)."""
+    from pddbench.netem.topology import new_run_id
+
+    try:
+        nsutil.require_net_admin()
+        return "kernel" if detect_capabilities(new_run_id()).netem else "nfqueue"
+    except (UserError, OSError):
+        return "nfqueue"

@@ -45,5 +45,7 @@ def load_network_config(name_or_path: str | Path) -> NetworkConfig:
     if "network" not in data or not isinstance(data["network"], dict):
         raise UserError(f"{origin}: no [network] table")
     if "deployment" in data or "engines" in data:
-        return parse_scenario(text, origin).network_config()
+        from pddbench.netem.backend import backend_here
+
+        return parse_scenario(text, origin).resolved(backend_here()).network_config()
     return network_from_mapping(data["network"], origin)

@@ -5,8 +5,18 @@ window-limited (NETWORK.md: ~0.35 Gbit/s on 60 ms RTT with defaults). ``tcp_sysc
 says what to write in each namespace; ``net.core.rmem_max``/``wmem_max`` are read-only in
 child namespaces on some kernels (6.x), which is recorded, not fatal: autotuning is bounded
 by ``tcp_rmem``/``tcp_wmem``. The default congestion control cannot be changed from a child
-namespace, so it is chosen per socket (``set_congestion``) and recorded with
-``tcp_slow_start_after_idle``.
+namespace (EPERM), so it is chosen per socket (``set_congestion``; the reference servers
+read :data:`CONGESTION_ENV`) and recorded with ``tcp_slow_start_after_idle``.
+
+Defaults (``[network] tcp_congestion``, ``tcp_slow_start_after_idle``), and why:
+
+* ``tcp_slow_start_after_idle = false``: production KV transfer engines (Mooncake, NIXL,
+  DeepSeek's 3FS/DeepEP) keep persistent, warm peer connections — over RDMA, which has no
+  slow start at all. Linux's default (1) collapses the window of a connection idle for one
+  RTO (≥ 200 ms), so every KV transfer after a think time would pay slow start again — a
+  TCP artefact, not a property of the systems compared. Set it to true to study exactly that.
+* ``tcp_congestion = "cubic"``: the default of most Linux distributions (Debian, Ubuntu,
+  RHEL); fixing it makes results independent of the host's own default (BBR on this VM).
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ class TcpSettings:
     """What the namespaces' TCP stacks were set to, as recorded with results."""
 
     buffer_bytes: int
+    congestion: str = "cubic"  # set per socket (CONGESTION_ENV); the namespace default stays
     values: dict[str, str] = field(default_factory=dict)  # read back from one host namespace
     write_errors: dict[str, str] = field(default_factory=dict)
 
@@ -48,8 +59,14 @@ def buffer_bytes(plan: TopologyPlan) -> int:
     return max(plan.tcp_buffer_bytes, 2 * largest)
 
 
-def tcp_sysctls(buffer: int, *, router: bool) -> dict[str, str]:
+CONGESTION_ENV = "PDDBENCH_TCP_CONGESTION"  # processes in the namespaces set it per socket
+
+
+def tcp_sysctls(
+    buffer: int, *, router: bool, slow_start_after_idle: bool = False
+) -> dict[str, str]:
     values = {
+        "net.ipv4.tcp_slow_start_after_idle": "1" if slow_start_after_idle else "0",
         "net.ipv6.conf.all.disable_ipv6": "1",
         "net.ipv6.conf.default.disable_ipv6": "1",
         "net.ipv4.tcp_rmem": f"4096 131072 {buffer}",
@@ -82,3 +99,12 @@ def set_congestion(sock: socket.socket, name: str) -> None:
 def get_congestion(sock: socket.socket) -> str:
     raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
     return raw.split(b"\0", 1)[0].decode()
+
+
+def congestion_from_env(sock: socket.socket) -> None:
+    """Apply :data:`CONGESTION_ENV` (if set) to ``sock``; for processes in the namespaces."""
+    import os
+
+    name = os.environ.get(CONGESTION_ENV)
+    if name:
+        set_congestion(sock, name)

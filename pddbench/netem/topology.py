@@ -61,7 +61,13 @@ from pddbench.netem.schedule import (
 )
 from pddbench.netem.shaping import shaping_requests
 from pddbench.netem.state import ProcessRecord, RunState, process_start_ticks
-from pddbench.netem.tcp import RECORDED_KEYS, TcpSettings, buffer_bytes, tcp_sysctls
+from pddbench.netem.tcp import (
+    CONGESTION_ENV,
+    RECORDED_KEYS,
+    TcpSettings,
+    buffer_bytes,
+    tcp_sysctls,
+)
 from pddbench.netem.topology_config import NetworkConfig, Shape
 
 
@@ -182,7 +188,9 @@ class Topology:
         self.lead_us: dict[str, float] = {}  # userspace delay stage: latency offset per direction
         self.notes: list[str] = []
         self.caps: Capabilities | None = None
-        self.tcp = TcpSettings(buffer_bytes=buffer_bytes(self.plan))
+        self.tcp = TcpSettings(
+            buffer_bytes=buffer_bytes(self.plan), congestion=config.tcp_congestion
+        )
         self._procs: list[subprocess.Popen[Any]] = []
         self._lock = threading.Lock()
         self._is_up = False
@@ -262,7 +270,11 @@ class Topology:
     def _tune_tcp(self) -> None:
         switches = {s.netns for s in self.plan.switches}
         for name in self.plan.namespaces():
-            values = tcp_sysctls(self.tcp.buffer_bytes, router=name in switches)
+            values = tcp_sysctls(
+                self.tcp.buffer_bytes,
+                router=name in switches,
+                slow_start_after_idle=self.config.tcp_slow_start_after_idle,
+            )
             for key, err in nsutil.write_sysctls(name, values).items():
                 self.tcp.write_errors.setdefault(key, err)
         probe_ns = self.plan.hosts[0].netns if self.plan.hosts else self.plan.switches[0].netns
@@ -305,28 +317,32 @@ class Topology:
         if lead == "auto":
             self._calibrate_lead()
 
-    def _calibrate_lead(self, samples: int = 100) -> None:
+    def _calibrate_lead(self, samples: int = 60) -> None:
         """Measure each userspace delay stage's own latency and release packets that early.
 
-        With the stage's delay at zero, RTT from the probe host behind switch A to the far
-        end of the link (two stage passes) minus RTT to the near end (none) is the cost of
-        two passes; half of it is each direction's lead. Recorded in ``lead_us``.
+        With the configured delay but no jitter or loss, RTT from the probe host behind
+        switch A to the far end of the link (two stage passes) minus RTT to the near end
+        (the host stack, no stage) minus the configured delays is the cost of the two
+        passes at this delay (waking up, the verdict, reinjection, timer wake-ups of ~2 ×
+        delay sleeps); half of it is each direction's lead, at most 2 ms. Recorded in
+        ``lead_us``; the link probes afterwards check the result with fresh samples.
         """
         for wan in self.plan.wans:
             pair = [self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]]
             if any(sd.daemon is None for sd in pair):
                 continue
             for sd in pair:
-                sd.apply_delay_only(DelaySettings())
+                sd.apply_delay_only(DelaySettings(delay_ms=sd.shape.delay_ms), 0.0)
             ha = self.plan.probe_host(wan.a)
             src = Endpoint(ha.netns, ha.address)
             sw_a, sw_b = self.plan.switch(wan.a), self.plan.switch(wan.b)
             near, _ = measure_rtt(src, Endpoint(sw_a.netns, wan.a_address), samples=samples)
             far, _ = measure_rtt(src, Endpoint(sw_b.netns, wan.b_address), samples=samples)
+            configured = sum(sd.shape.delay_ms for sd in pair)
             lead_us = 0.0
             if near and far:
-                lead_us = min(2000.0, max(0.0, (statistics.median(far) - statistics.median(near))))
-                lead_us *= 1000 / 2
+                excess_ms = statistics.median(far) - statistics.median(near) - configured
+                lead_us = min(2000.0, max(0.0, excess_ms * 1000 / 2))
             for sd in pair:
                 sd.apply_delay_only(DelaySettings.from_shape(sd.shape, down=sd.down), lead_us)
                 self.lead_us[sd.plan.key] = round(lead_us, 1)
@@ -387,11 +403,14 @@ class Topology:
         env: Mapping[str, str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
     ) -> subprocess.Popen[Any]:
-        """Start ``argv`` inside ``instance``'s namespace (env added to ours); dies with us."""
+        """Start ``argv`` inside ``instance``'s namespace (env added to ours); dies with us.
+
+        The child's environment names the scenario's congestion control
+        (``tcp.CONGESTION_ENV``) for the sockets it opens."""
         if not self._is_up:
             raise UserError("the topology is down")
         host = self.plan.host(instance)
-        full_env = {**os.environ, **(env or {})}
+        full_env = {**os.environ, CONGESTION_ENV: self.config.tcp_congestion, **(env or {})}
         log: IO[Any] | None = None
         if log_path is not None:
             log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
@@ -472,8 +491,9 @@ class Topology:
             )
             good_ab = good_ba = None
             if bulk_seconds > 0:
-                good_ab = measure_goodput(a, b_end, seconds=bulk_seconds, congestion=congestion)
-                good_ba = measure_goodput(b, a_end, seconds=bulk_seconds, congestion=congestion)
+                cc = congestion or self.config.tcp_congestion
+                good_ab = measure_goodput(a, b_end, seconds=bulk_seconds, congestion=cc)
+                good_ba = measure_goodput(b, a_end, seconds=bulk_seconds, congestion=cc)
             out.append(
                 LinkProbe(
                     run_id=self.run_id,

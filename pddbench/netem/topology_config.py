@@ -148,6 +148,9 @@ class NetworkConfig(_Model):
     scale: float = Field(default=1.0, gt=0, le=1_000_000)
     backend: Backend = "auto"
     tcp_buffer_bytes: int = Field(default=64 * 1024 * 1024, ge=1 << 20, le=1 << 30)
+    # TCP of the emulated hosts (see pddbench.netem.tcp for why these defaults):
+    tcp_congestion: str = Field(default="cubic", pattern=r"^[a-z0-9_]{1,15}$")
+    tcp_slow_start_after_idle: bool = False
     # Userspace delay stage only: release packets this early to offset its own latency
     # (wake-up on a queued packet + verdict + reinjection; ~150-300 µs per pass on a 2-vCPU
     # VM). "auto": measured on each link when the network comes up (``topology``).
@@ -189,6 +192,18 @@ class NetworkConfig(_Model):
         if unreachable:
             raise ValueError(f"sites not connected to {site_names[0]!r}: {sorted(unreachable)}")
         return self
+
+    def auto_scale(self, backend: str) -> tuple[float, str]:
+        """(scale, reason): the smallest scale at which ``backend`` carries every WAN link."""
+        from pddbench.netem.scale import choose_scale
+
+        wan = [
+            r for link, d in self.iter_directions() for r in [link.shape(d).rate_mbit] if r
+        ]
+        segments = [self.segment, *(s.segment for s in self.sites)]
+        seg_rates = [g.rate_mbit for g in segments if g is not None and g.rate_mbit]
+        choice = choose_scale(wan, seg_rates, backend)
+        return choice.scale, choice.reason
 
     def effective_clients(self) -> list[ClientConfig]:
         """The configured clients, or one client named ``client`` at the first site."""

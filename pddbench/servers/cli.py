@@ -26,7 +26,7 @@ from pddbench.servers.host import Host, run_loop, run_until_signal
 )
 @click.option(
     "--port",
-    type=int,
+    type=click.IntRange(1, 65535),
     default=None,
     help="Move every port of the deployment so that the router listens on this one.",
 )

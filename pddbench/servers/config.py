@@ -258,7 +258,15 @@ class DeploymentConfig(_Strict):
             if a is None:
                 return None
             host, _, port = a.rpartition(":")
-            return a if port == "0" else f"{host}:{int(port) + offset}"
+            if port == "0":
+                return a
+            moved = int(port) + offset
+            if not 1 <= moved <= 65535:
+                raise UserError(
+                    f"moving the deployment by {offset:+d} puts {a} on port {moved}, "
+                    "outside 1-65535"
+                )
+            return f"{host}:{moved}"
 
         insts = [
             i.model_copy(update={"address": shift(i.address), "listen": shift(i.listen)})

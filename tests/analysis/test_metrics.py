@@ -14,7 +14,7 @@ from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.registry import Context, default_registry
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from tests.analysis.runs import rows_table, write_rows
 
 NAN = float("nan")
@@ -316,4 +316,4 @@ def test_empty_sla_and_cost_tables_mean_not_declared(tmp_path: Path) -> None:
     run = load_run(write_rows(tmp_path / "run", ROWS[:1], sla={}, cost={}))
     assert run.sla() is None and run.cost() is None
     run = load_run(write_rows(tmp_path / "r2", ROWS[:1], sla={"ttft_s": 4.0}))
-    assert run.sla() == SLA(ttft_s=4.0)
+    assert run.sla() == DEFAULT_SLA.model_copy(update={"ttft_s": 4.0})  # overrides the default

@@ -17,6 +17,11 @@ fault case: ``--target http://127.0.0.1:PORT/<mode>`` makes the client post to
 ``error-event``  an SSE error event mid-stream; ``no-done``: ends without ``[DONE]``
 ``cut``          connection closed mid-stream; ``stall``: stops after one token
 ``slow``         0.3 s per token (for the whole-request timeout)
+``paced``        ok, 20 ms per token
+
+With ``--log FILE`` every response the server finished is appended there as
+``<request id> <monotonic time>`` (flushed at once): the ground truth of which requests
+ended when, for the interruption tests.
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 from aiohttp import web
 
 from pddbench.tokens import TokenStream
+
+LOG: list = []  # [file] when --log is given
 
 
 def _event(obj: object, sep: bytes = b"\n\n") -> bytes:
@@ -75,11 +83,17 @@ async def completions(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(30)
         if mode == "slow":
             await asyncio.sleep(0.3)
+        if mode == "paced":
+            await asyncio.sleep(0.02)
         if mode == "split":
             for b in range(len(ev)):
                 await resp.write(ev[b : b + 1])
         else:
             await resp.write(ev)
+    await resp.write_eof()
+    if LOG:
+        LOG[0].write(f"{rid} {time.monotonic()}\n")
+        LOG[0].flush()
     return resp
 
 
@@ -93,6 +107,9 @@ def make_app() -> web.Application:
 
 def main() -> None:
     """``python -m tests.badinput.fault_server``: serve on a free port, print the URL."""
+
+    if sys.argv[1:2] == ["--log"]:
+        LOG.append(open(sys.argv[2], "a"))  # noqa: SIM115
 
     async def serve() -> None:
         runner = web.AppRunner(make_app())

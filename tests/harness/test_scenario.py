@@ -21,12 +21,14 @@ PDDBENCH = [sys.executable, "-m", "pddbench"]
 def test_builtins_load_and_derive_sites() -> None:
     names = builtin_scenarios()
     assert {"same-dc-pd", "cross-dc-pd", "pdd"} <= set(names)
-    pdd = load_scenario("pdd")
+    pdd = load_scenario("pdd").resolved("nfqueue")
     net = pdd.network_config()
     assert {s.name for s in net.sites} == {"dc-a", "dc-b"}
     assert [c.site for c in net.effective_clients()] == ["dc-a"]  # next to the router
     assert pdd.front_door_name == "router" and pdd.integrity_seed == 0
-    assert net.scale == pdd.emulation_scale
+    assert net.scale == pdd.emulation_scale == 20.0 and pdd.scale_source.startswith("auto: 1/20")
+    with pytest.raises(ValueError, match="not resolved"):
+        load_scenario("pdd").network_config()
 
 
 @pytest.mark.parametrize(

@@ -168,9 +168,11 @@ def test_scenario_file_network_table(tmp_path) -> None:
 
 def test_built_in_scenario_names_give_the_network_replay_gets() -> None:
     from pddbench.harness.config.scenario import load_scenario
+    from pddbench.netem.backend import backend_here
 
     cfg = load_network_config("pdd")
-    assert cfg == load_scenario("pdd").network_config()
+    assert cfg == load_scenario("pdd").resolved(backend_here()).network_config()
+    assert cfg.scale == 20.0  # auto for the built-ins' 10 Gbit/s WAN and 400 Gbit/s segments
     assert [s.name for s in cfg.sites] == ["dc-a", "dc-b"] and cfg.links[0].name == "wan"
     with pytest.raises(UserError, match=r"unknown scenario 'nope' .*built-in: .*pdd"):
         load_network_config("nope")
@@ -182,5 +184,5 @@ def test_a_full_scenario_file_is_validated_as_replay_validates_it(tmp_path) -> N
     text, _ = scenario_text("pdd")
     bad = tmp_path / "bad-pdd.toml"
     bad.write_text(text.replace("delay_ms = 15.0", "delay_ms = -1.0"))
-    with pytest.raises(UserError, match=r"invalid scenario: .*network.links.0.delay_ms"):
+    with pytest.raises(UserError, match=r"invalid scenario: .*network.links\[0\].delay_ms"):
         load_network_config(bad)

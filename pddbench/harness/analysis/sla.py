@@ -23,8 +23,12 @@ under 30 s") and ``ttft = 5 s``, which sits between a same-DC PD P90 (≈ 2-3 s,
 from a P50 ≈ 1.7 s) and naive cross-DC PD's P90 of ≈ 6.7 s, so the SLA separates the
 baselines the way the report's argument does.
 
+:data:`DEFAULT_SLA` is the one default definition: analysis, capacity search and the
+built-in scenarios (whose ``[sla]`` tables are empty unless they say why not) all use it.
+
 Which SLA applies: the command line (``--sla``) overrides field by field the SLA of the
-baseline run's scenario (``manifest["scenario"]["sla"]``), which overrides the default.
+baseline run's scenario (``manifest["scenario"]["sla"]``), which overrides the default
+field by field.
 All runs of one comparison are judged by the same SLA — goodputs measured against
 different SLAs are not comparable.
 """
@@ -119,11 +123,14 @@ def parse_sla_overrides(text: str) -> dict[str, float]:
 
 
 def sla_from_mapping(data: Any, *, where: str) -> SLA:
-    """An SLA from a manifest/scenario table; :class:`UserError` naming ``where`` if invalid."""
-    if data is None:
+    """An SLA from a manifest/scenario table: the fields it sets override :data:`DEFAULT_SLA`
+    (an empty or missing table is the default); :class:`UserError` naming ``where`` if
+    invalid."""
+    if not data:
         return DEFAULT_SLA
     try:
-        return SLA.model_validate(data)
+        own = SLA.model_validate(data)
+        return DEFAULT_SLA.model_copy(update=own.model_dump(exclude_unset=True))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "sla"

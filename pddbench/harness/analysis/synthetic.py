@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pddbench.harness.analysis.sla import DEFAULT_SLA
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import RECORDS_SCHEMA
@@ -292,7 +293,7 @@ def manifest_for(spec: SynthRun, table: pa.Table) -> RunManifest:
         run_id=run_id,
         scenario={
             "name": spec.system,
-            "sla": {"ttft_s": 5.0, "tpot_s": 0.03, "e2e_s": 30.0, "target_pct": 99.0},
+            "sla": DEFAULT_SLA.model_dump(),
             "cost": _COST[spec.system],
             "load_scale": spec.load_scale,
         },

@@ -18,7 +18,7 @@ import click
 
 from pddbench.harness.analysis.capacity import CapacityPoint, find_capacity, to_curve
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import DEFAULT_SLA, parse_sla_overrides, with_overrides
+from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.cli.options import build_options, parse_duration, selection_options
 from pddbench.harness.config.scenario import load_scenario
@@ -57,8 +57,8 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     )
     trace = load_trace(trace_path)
     base_speedup = options.selection.speedup
-    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else {}
-    sla = with_overrides(DEFAULT_SLA.model_copy(update=declared),
+    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
+    sla = with_overrides(sla_from_mapping(declared, where=f"scenario {scenario.name}"),
                          parse_sla_overrides(sla_text) if sla_text else {})
     target = target_pct if target_pct is not None else sla.target_pct
     argv = ["pddbench", *sys.argv[1:]]
@@ -111,4 +111,3 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
         click.echo(f"{scenario.name}: capacity x{result.capacity:g} of the base arrival rate "
                    f"(estimate x{result.estimate:g}) at {target:g}% SLA attainment")
     click.echo(f"curve: {Path(out_root) / 'capacity.json'}")
-

@@ -14,6 +14,9 @@ A scenario (TOML) names the deployment, the emulated network, the SLA and the co
   sites are the instances' datacenters (``datacenter`` / ``site``); absent → loopback;
 * ``emulation_scale`` — one factor by which link rates and KV byte counts are divided
   (delays stay real), so transfer times stay true while this machine moves fewer bytes;
+  ``"auto"`` (the default): the smallest factor at which the shaping backend carries the
+  fastest WAN link (``pddbench.netem.scale``), fixed by :meth:`Scenario.resolved` before
+  a run and recorded in its manifest;
 * ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices, API options.
 
 Built-ins ship as package data (``pddbench/scenarios/*.toml``), shared with
@@ -105,7 +108,8 @@ class Scenario(_Strict):
     engines: list[EngineInstance] = Field(default_factory=list)
     front_door: str | None = None
     network: dict[str, Any] | None = None
-    emulation_scale: float = Field(1000.0, gt=0)
+    emulation_scale: float | Literal["auto"] = "auto"
+    scale_source: str = ""  # how the scale was chosen (set by ``resolved``)
     startup_timeout_s: float = Field(60.0, gt=0)
     probe_tolerance: ProbeToleranceSettings = Field(
         default_factory=lambda: ProbeToleranceSettings()
@@ -129,6 +133,8 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Scenario:
+        if self.emulation_scale != "auto" and not float(self.emulation_scale) > 0:
+            raise ValueError("emulation_scale must be 'auto' or a number > 0")
         if (self.deployment is None) == (not self.engines):
             raise ValueError("give either a [deployment] (reference servers) or [[engines]]")
         if self.deployment is not None:
@@ -146,7 +152,7 @@ class Scenario(_Strict):
         if door not in names:
             raise ValueError(f"front_door {door!r} is not an instance")
         if self.network is not None:
-            self.network_config()  # validates
+            self._network(1.0)  # validates
         return self
 
     # -- derived -------------------------------------------------------------------
@@ -187,7 +193,11 @@ class Scenario(_Strict):
         return int(self.deployment.get("seed", 0))
 
     def network_config(self) -> NetworkConfig:
-        """The emulated network with sites derived from the instances' datacenters."""
+        """The emulated network with sites derived from the instances' datacenters (the
+        scale must be resolved: see :meth:`resolved`)."""
+        return self._network(1.0 / self.byte_scale)
+
+    def _network(self, scale: float) -> NetworkConfig:
         if self.network is None:
             raise UserError(f"scenario {self.name} has no [network]")
         sites: dict[str, list[str]] = {}
@@ -201,11 +211,31 @@ class Scenario(_Strict):
             for s, members in sites.items()
         ]
         data.setdefault("clients", [ClientConfig(name="client", site=client_site)])
-        data.setdefault("scale", self.emulation_scale)
+        data.setdefault("scale", scale)
         try:
             return NetworkConfig.model_validate(data)
         except ValidationError as exc:
             raise ValueError(error_lines(exc, "network")[0]) from None
+
+    def resolved(self, backend: str = "nfqueue") -> Scenario:
+        """This scenario with a numeric ``emulation_scale`` (``"auto"`` chosen for ``backend``,
+        the shaping backend this machine gives its links) and ``scale_source`` saying how."""
+        if self.emulation_scale != "auto":
+            source = self.scale_source or "set in the scenario"
+            return self.model_copy(update={"scale_source": source})
+        if self.network is None:
+            return self.model_copy(
+                update={"emulation_scale": 1.0, "scale_source": "auto: no WAN links"}
+            )
+        scale, reason = self._network(1.0).auto_scale(backend)
+        return self.model_copy(update={"emulation_scale": scale, "scale_source": reason})
+
+    @property
+    def byte_scale(self) -> float:
+        """1 / emulation_scale (the scale must be resolved)."""
+        if self.emulation_scale == "auto":
+            raise ValueError(f"scenario {self.name}: emulation_scale not resolved")
+        return 1.0 / float(self.emulation_scale)
 
     def manifest(self) -> dict[str, Any]:
         """The scenario as recorded in a run's manifest ([sla] and [cost] as written)."""

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.deploy.lifeline import Lifeline, child_setup
 from pddbench.harness.rundir.folder import RunPaths
 
 REFERENCE_PORT = 8000
@@ -68,19 +69,31 @@ def log_tail(path: Path, lines: int = 8) -> str:
     return " | ".join(text[-lines:])
 
 
-def _terminate(procs: list[subprocess.Popen[bytes]], timeout_s: float = 5.0) -> None:
+def _terminate(
+    procs: list[subprocess.Popen[bytes]], timeout_s: float = 5.0, *, groups: bool = False
+) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``; ``groups``: each process leads its own
+    session, and its whole group (an engine's workers too) gets the signals."""
+
+    def signal_(p: subprocess.Popen[bytes], sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if groups:
+                os.killpg(p.pid, sig)
+            else:
+                p.send_signal(sig)
+
     for p in procs:
         if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                p.send_signal(signal.SIGTERM)
+            signal_(p, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     for p in procs:
         try:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                p.kill()
+            signal_(p, signal.SIGKILL)
             p.wait()
+        if groups:  # the leader is gone; what is left of its group goes now
+            signal_(p, signal.SIGKILL)
 
 
 def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
@@ -162,7 +175,7 @@ def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[
     dep = json.loads(json.dumps(scenario.deployment))
     dep.setdefault("name", scenario.name)
     if scenario.network is not None:
-        dep["byte_scale"] = 1.0 / scenario.emulation_scale
+        dep["byte_scale"] = scenario.byte_scale
     for inst in dep["instances"]:
         inst["address"] = addresses[inst["id"]]
         inst.pop("listen", None)
@@ -193,6 +206,7 @@ def _loopback(
     procs: list[subprocess.Popen[bytes]] = []
     instances: list[Instance] = []
     info = DeploymentInfo(mode="loopback")
+    lifeline = Lifeline()  # the servers die with the harness, even on SIGKILL
     try:
         if scenario.is_reference:
             addresses = {name: "127.0.0.1:0" for name, _ in scenario.instance_sites()}
@@ -204,8 +218,10 @@ def _loopback(
                 stdout=subprocess.PIPE,
                 stderr=open(log, "ab"),  # noqa: SIM115
                 start_new_session=True,
+                preexec_fn=child_setup(),
             )
             procs.append(proc)
+            lifeline.watch(proc.pid)
             urls = _read_announcements(proc, log, scenario.startup_timeout_s)
             _drain(proc.stdout, log)
             for name, url in urls.items():
@@ -224,8 +240,10 @@ def _loopback(
                         stderr=subprocess.STDOUT,
                         env={**os.environ, **engine.env},
                         start_new_session=True,
+                        preexec_fn=child_setup(),
                     )
                 procs.append(proc)
+                lifeline.watch(proc.pid)
                 instances.append(
                     Instance(
                         engine.name,
@@ -241,7 +259,8 @@ def _loopback(
         info.front_door = info.instances[scenario.front_door_name]
         yield info, instances
     finally:
-        _terminate(procs)
+        _terminate(procs, groups=True)
+        lifeline.release()
 
 
 @contextlib.contextmanager
@@ -375,7 +394,14 @@ def deploy(
     probe: bool = True,
     check_probes: bool = True,
 ) -> Iterator[tuple[DeploymentInfo, str | None]]:
-    """Bring ``scenario`` up; yields (info, client namespace or None for loopback)."""
+    """Bring ``scenario`` up; yields (info, client namespace or None for loopback).
+
+    An ``emulation_scale = "auto"`` is resolved here for this machine's backend (the
+    replay pipeline resolves it earlier, to record it)."""
+    if scenario.emulation_scale == "auto":
+        from pddbench.netem.backend import backend_here
+
+        scenario = scenario.resolved(backend_here())
     if emulate and scenario.network is not None:
         with _emulated(scenario, paths, probe=probe, check_probes=check_probes) as (info, _, ns):
             yield info, ns
