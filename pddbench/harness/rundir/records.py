@@ -46,6 +46,7 @@ class ErrorClass(StrEnum):
     OUTPUT_LENGTH = "output_length"  # zero, too few (with ignore_eos) or too many tokens
     CANCELLED = "cancelled"
     DEPENDENCY = "dependency"
+    CLIENT = "client"  # the client itself failed (an exception in the harness), not the server
 
 
 class Role(StrEnum):
