@@ -37,6 +37,7 @@ from pddbench.harness.analysis.series import (
     hit_shares,
     ttft_cdf,
 )
+from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
 from pddbench.harness.rundir.manifest import RunManifest
@@ -70,6 +71,7 @@ class RunAnalysis:
     manifest: RunManifest | None = None  # None: analysed from records alone
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
+    server: ServerCounters | None = None  # the servers' own counters (server_metrics)
 
 
 def analyze_records(
@@ -148,4 +150,5 @@ def analyze_run(
     result.manifest = run.manifest
     result.links = _links(run)
     result.capacity = run.capacity
+    result.server = server_counters(run.server_metrics)
     return result
