@@ -284,6 +284,7 @@ def record_for(due: DueRequest, cached_theoretical: dict[str, int] | None) -> Re
         intended_send_s=due.intended_send_s,
         input_tokens=req.input_length,
         expected_output_tokens=req.output_length,
+        agent_type=req.agent_type,
     )
     if cached_theoretical is not None:
         record.cached_tokens_theoretical = cached_theoretical.get(req.request_id)
@@ -300,6 +301,7 @@ def skipped_record(req: PlannedRequest) -> RequestRecord:
         intended_send_s=float("nan"),
         input_tokens=req.input_length,
         expected_output_tokens=req.output_length,
+        agent_type=req.agent_type,
         status=Status.SKIPPED,
         error_class=ErrorClass.DEPENDENCY,
         error_message="a request this one depends on failed",
