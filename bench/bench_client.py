@@ -54,6 +54,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pddbench.harness.rundir.folder import RunPaths  # noqa: E402
+from pddbench.harness.rundir.manifest import RunManifest  # noqa: E402
 from pddbench.workloads.traceio import build_table, write_trace  # noqa: E402
 
 PROMPT_TOKENS = 64
@@ -213,8 +215,9 @@ def run_client(server: Server, rate: float, duration_s: float, tmp: Path) -> dic
     if client.returncode != 0:
         raise SystemExit(f"client failed ({client.returncode}): {err[-2000:]}")
     (run,) = glob.glob(str(out / "*" / "manifest.json"))
-    manifest = json.loads(Path(run).read_text())
-    df = pq.read_table(Path(run).parent / "requests.parquet").to_pandas()
+    paths = RunPaths(Path(run).parent)
+    manifest = RunManifest.load(paths.root)
+    df = pq.read_table(paths.requests).to_pandas()
     ok = df[df.status == "ok"]
     span = float(df.end_s.max() - df.actual_send_s.min())
     fig: dict = {
@@ -238,7 +241,7 @@ def run_client(server: Server, rate: float, duration_s: float, tmp: Path) -> dic
         - server_cpu,
     }
     if server.has_stamps:
-        origin = float(manifest["clock"]["origin_monotonic_s"])
+        origin = float(manifest.clock.origin_monotonic_s or 0.0)
         delta, server_ttft = [], []
         for first, send, timing in zip(
             ok.first_token_s, ok.actual_send_s, ok.server_timing, strict=True

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import subprocess
 import sys
@@ -45,7 +44,8 @@ from pddbench.harness.drive.client import ApiConfig  # noqa: E402
 from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
 from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
 from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
-from pddbench.harness.rundir.folder import base_manifest, new_run  # noqa: E402
+from pddbench.harness.rundir.folder import new_run  # noqa: E402
+from pddbench.harness.rundir.manifest import RunManifest  # noqa: E402
 from pddbench.harness.rundir.records import Journal  # noqa: E402
 from pddbench.workloads.traceio import build_table, read_trace, write_trace  # noqa: E402
 
@@ -150,20 +150,20 @@ def locust_run(
     plan: ReplayPlan, options: ReplayOptions, url: str, tmp: Path, workers: int, server_pid: int
 ) -> dict:
     paths = new_run(tmp, f"locust-{workers}")
-    manifest = base_manifest(argv=["bench"], run_id=paths.run_id)
+    manifest = RunManifest.begin(argv=["bench"], run_id=paths.run_id)
     server = psutil.Process(server_pid)
     s0 = server.cpu_times()
     with MachineBusy() as busy:
         run_locust_replay(plan, options, url, paths, manifest, workers=workers)
     s1 = server.cpu_times()
-    m = json.loads(paths.manifest.read_text())
+    m = RunManifest.load(paths.root).locust or {}
     df = pq.read_table(paths.requests).to_pandas()
     ok = df[df.status == "ok"]
     lag = (df.actual_send_s - df.intended_send_s).to_numpy()
     span = float(ok.end_s.max() - ok.actual_send_s.min())
-    ws = m["locust"]["workers"]
-    origin = float(m["locust"]["origin_monotonic_s"])
-    master = m["locust"]["master"]
+    ws = m["workers"]
+    origin = float(m["origin_monotonic_s"])
+    master = m["master"]
     window = (origin + span * 0.2, origin + span * 0.8)
     return {
         "records": len(df),

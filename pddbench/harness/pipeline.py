@@ -32,15 +32,8 @@ from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import (
-    RunPaths,
-    base_manifest,
-    check_out_root,
-    file_digest,
-    new_run,
-    read_manifest,
-    write_manifest,
-)
+from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
@@ -101,16 +94,18 @@ def load_trace(path: Path) -> Trace:
         raise TraceError(f"{path}: cannot read trace ({type(exc).__name__}: {exc})") from None
 
 
-def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan) -> dict[str, object]:
-    return {
+def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan | None) -> dict[str, object]:
+    """The trace's manifest entry (without a plan: less what each run's plan replayed)."""
+    info: dict[str, object] = {
         "path": str(path),
         "digest": file_digest(path),
         "requests": trace.num_requests,
         "epoch": trace.epoch,
         "source": trace.source,
-        "replayed": plan.selection_note,
-        "replayed_requests": len(plan.requests),
     }
+    if plan is not None:
+        info.update(replayed=plan.selection_note, replayed_requests=len(plan.requests))
+    return info
 
 
 def replay_main(
@@ -126,8 +121,13 @@ def replay_main(
     check_probes: bool = True,
     locust: LocustSettings | None = None,
     fail_on_errors: bool = False,
+    report: bool = True,
+    quick: bool = False,
 ) -> int:
     """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    A long trace with no selection option is the main job: every system walks the shared
+    load ladder and the run ends with the verdict (:mod:`pddbench.harness.main_job`).
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
@@ -150,20 +150,29 @@ def replay_main(
         check_prompts(plan, options)
     else:
         ready_scenarios(scenarios, plan, options)
+    if default_note and target is None and locust is None:
+        from pddbench.harness.main_job import main_verdict
+
+        try:
+            return main_verdict(scenarios, trace=trace, options=options, out_root=out_root,
+                                argv=argv, trace_info=trace_manifest(trace, trace_path, None),
+                                emulate=emulate, check_probes=check_probes, quick=quick)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []
     interrupted = False
     if target is not None:
         paths = new_run(out_root, label or "target")
-        manifest = base_manifest(argv=argv, run_id=paths.run_id)
-        manifest["scenario"] = {
+        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+        manifest.scenario = {
             "name": label or "target",
             "deployment": "external",
             "target": target,
             "emulation": None,
         }
-        manifest["trace"] = trace_info
+        manifest.trace = trace_info
         if locust is not None:
             outcome = locust.run(plan, options, target, paths, manifest, label=label or "target")
         else:
@@ -185,38 +194,36 @@ def replay_main(
             locust=locust,
         )
         if failed and not interrupted:
-            print_comparison(runs)
+            print_comparison(runs, html=report)
             failure_status(runs, fail_on_errors=fail_on_errors)
             return EXIT_FAILED
-    print_comparison(runs)
+    print_comparison(runs, html=report)
     if interrupted:
         return EXIT_INTERRUPTED
     return failure_status(runs, fail_on_errors=fail_on_errors)
 
 
-def resume_main(
-    run_dir: Path,
-    *,
-    trace_path: Path,
-    options: ReplayOptions,
-    emulate: bool = True,
-    check_probes: bool = True,
-) -> int:
+def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = True) -> int:
     """Continue an interrupted run in its own folder (``pddbench replay --resume RUN``).
 
-    ``trace_path`` and ``options`` are the run's own (re-read from its manifest's command
-    line); the plan is rebuilt from them and only what the journal has not settled is
-    sent (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
+    The trace and the options are the run's own, read from its manifest (the trace's
+    path and the ``replay`` section's :class:`ReplayOptions`); the plan is rebuilt from
+    them and only what the journal has not settled is sent
+    (:mod:`pddbench.harness.plan.resume`). The servers are deployed afresh, so their
     caches start cold: the manifest's ``resumes`` entry says where that happened."""
     paths = RunPaths(run_dir)
-    manifest = read_manifest(paths)
-    if manifest.get("status") == "complete":
+    manifest = RunManifest.load(paths.root)
+    if manifest.command[1:2] != ["replay"]:
+        raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
+    if manifest.status == RunStatus.COMPLETE:
         raise UserError(f"{run_dir}: the run is complete; nothing to resume")
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
+    options, trace_path = _recorded_replay(manifest, run_dir)
+    check_probes = check_probes and manifest.probe_check is not False
     trace = load_trace(trace_path)
-    recorded = manifest.get("trace")
-    if isinstance(recorded, dict) and recorded.get("digest") != file_digest(trace_path):
+    recorded = "trace" in manifest.model_fields_set
+    if recorded and manifest.trace.get("digest") != file_digest(trace_path):
         raise UserError(f"{trace_path} changed since run {paths.run_id}; cannot resume it")
     options, _ = default_selection(trace.table, options, trace.epoch)
     plan = prepare(trace, options)
@@ -226,8 +233,8 @@ def resume_main(
         f"{len(point.settled)} of {len(plan.requests)} requests settled",
         err=True,
     )
-    scenario_data = manifest.get("scenario")
-    if not isinstance(scenario_data, dict):
+    scenario_data = manifest.scenario
+    if not scenario_data:
         raise UserError(f"{run_dir}: the manifest has no scenario")
     if scenario_data.get("deployment") == "external":
         target = str(scenario_data["target"])
@@ -253,10 +260,27 @@ def resume_main(
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
 
-def _recorded_unemulated(manifest: dict[str, object]) -> bool:
+def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOptions, Path]:
+    """The options and the trace a run was made with, from its manifest."""
+    replay = manifest.replay or {}
+    if replay.get("engine") == "locust":
+        raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
+    path = manifest.trace.get("path")
+    if "vocab_size" not in replay or not path:
+        raise UserError(
+            f"{run_dir}: its manifest records no replay options (made by an older "
+            "pddbench?); cannot resume it"
+        )
+    try:
+        return ReplayOptions.from_json(replay), Path(str(path))
+    except ValueError as exc:
+        raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+
+
+def _recorded_unemulated(manifest: RunManifest) -> bool:
     """A run recorded without its WAN resumes without it (older runs: the fallback note)."""
-    status = EmulationStatus.of_manifest(manifest)
-    return "emulation_fallback" in manifest or (status is not None and status.missing)
+    status = manifest.emulation
+    return manifest.emulation_fallback is not None or (status is not None and status.missing)
 
 
 def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
@@ -326,15 +350,16 @@ def replay_scenarios(
     failed = 0
     for scenario in scenarios:
         paths = new_run(out_root, scenario.name)
-        manifest = base_manifest(argv=argv, run_id=paths.run_id)
-        manifest["scenario"] = scenario.manifest()
-        manifest["trace"] = trace_info
-        EmulationStatus(
+        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+        manifest.scenario = scenario.manifest()
+        manifest.trace = trace_info
+        manifest.probe_check = check_probes
+        manifest.emulation = EmulationStatus(
             applicable=scenario.network is not None,
             emulated=emulate and scenario.network is not None,
             reason="" if emulate else "--no-emulation",
-        ).write(manifest)
-        write_manifest(paths, manifest)
+        )
+        manifest.save(paths.root)
         outcome = replay_one(
             scenario,
             paths,
@@ -357,7 +382,7 @@ def replay_scenarios(
 def replay_one(
     scenario: Scenario,
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     *,
     plan: ReplayPlan,
     options: ReplayOptions,
@@ -379,8 +404,8 @@ def replay_one(
             info,
             client_ns,
         ):
-            manifest["deployment"] = dataclasses.asdict(info)
-            manifest["links"] = info.links
+            manifest.deployment = dataclasses.asdict(info)
+            manifest.links = info.links
 
             def drive() -> ReplayOutcome:
                 if locust is not None:  # master and workers start inside the namespace
@@ -400,15 +425,16 @@ def replay_one(
 
             return run_in_client_netns(client_ns, drive)
     except KeyboardInterrupt:
-        _record_failure(paths, manifest, "interrupted during deployment", "interrupted")
+        _record_failure(paths, manifest, "interrupted during deployment", RunStatus.INTERRUPTED)
         return ReplayOutcome(paths, 0, True, 0)
     except UserError as exc:
         click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
-        _record_failure(paths, manifest, str(exc), "failed")
+        _record_failure(paths, manifest, str(exc), RunStatus.FAILED)
         return None
 
 
-def _record_failure(paths: RunPaths, manifest: dict[str, object], error: str, status: str) -> None:
-    manifest["status"] = status
-    manifest["error"] = error
-    write_manifest(paths, manifest)
+def _record_failure(
+    paths: RunPaths, manifest: RunManifest, error: str, status: RunStatus
+) -> None:
+    manifest.fail(status, error)
+    manifest.save(paths.root)

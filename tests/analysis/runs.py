@@ -9,7 +9,6 @@ is known exactly.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pddbench.harness.analysis.synthetic import SynthRun, manifest_for, synth_table
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import RECORDS_SCHEMA
 
 DEFAULTS: dict[str, Any] = {
@@ -40,23 +41,23 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.table(cols, schema=RECORDS_SCHEMA)
 
 
-def write_table(folder: Path, table: pa.Table, manifest: dict[str, Any]) -> Path:
+def write_table(folder: Path, table: pa.Table, manifest: RunManifest) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, folder / "requests.parquet")
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    pq.write_table(table, RunPaths(folder).requests)
+    manifest.save(folder)
     return folder
 
 
-def manifest(run_id: str, scenario: str = "pdd", **scenario_fields: Any) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "scenario": {"name": scenario, **scenario_fields},
-        "trace": {"name": "hand"},
-        "started_at": "2026-03-01T00:00:00Z",
-        "ended_at": "2026-03-01T00:01:00Z",
-        "duration_s": 60.0,
-        "links": [],
-    }
+def manifest(run_id: str, scenario: str = "pdd", **scenario_fields: Any) -> RunManifest:
+    return RunManifest(
+        run_id=run_id,
+        scenario={"name": scenario, **scenario_fields},
+        trace={"name": "hand"},
+        started_at="2026-03-01T00:00:00Z",
+        ended_at="2026-03-01T00:01:00Z",
+        duration_s=60.0,
+        links=[],
+    )
 
 
 def write_rows(folder: Path, rows: list[dict[str, Any]], **manifest_fields: Any) -> Path:
@@ -66,7 +67,7 @@ def write_rows(folder: Path, rows: list[dict[str, Any]], **manifest_fields: Any)
 def write_synth(folder: Path, spec: SynthRun) -> Path:
     table = synth_table(spec)
     m = manifest_for(spec, table)
-    m["run_id"] = folder.name
+    m.run_id = folder.name
     return write_table(folder, table, m)
 
 
@@ -106,7 +107,7 @@ def write_history(
     hist = root / "history"
 
     def one(folder: Path, factor: float) -> Path:
-        mm = dict(m, run_id=f"{folder.parent.name}-{folder.name}")
+        mm = m.model_copy(update={"run_id": f"{folder.parent.name}-{folder.name}"})
         return write_table(folder, scale_ttft(base, factor), mm)
 
     for night in range(nights):

@@ -24,7 +24,8 @@ import pytest
 from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.drive.locust import run_locust_replay
 from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, run_replay
-from pddbench.harness.rundir.folder import RunPaths, base_manifest, new_run
+from pddbench.harness.rundir.folder import RunPaths, new_run
+from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import build_table, read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ def _plan(tmp_path: Path, options: ReplayOptions, **trace_kw) -> ReplayPlan:
 
 def _new(tmp_path: Path, label: str) -> tuple[RunPaths, dict]:
     paths = new_run(tmp_path / "out", label)
-    return paths, base_manifest(argv=["test"], run_id=paths.run_id)
+    return paths, RunManifest.begin(argv=["test"], run_id=paths.run_id)
 
 
 def _records(paths: RunPaths):
@@ -267,13 +268,14 @@ import sys
 from pathlib import Path
 from pddbench.harness.drive.locust import run_locust_replay
 from pddbench.harness.drive.replay import ReplayOptions, prepare
-from pddbench.harness.rundir.folder import base_manifest, new_run
+from pddbench.harness.rundir.folder import new_run
+from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import read_trace
 trace, url, out = sys.argv[1:4]
 options = ReplayOptions()
 plan = prepare(read_trace(Path(trace)), options)
 paths = new_run(out, "sigint")
-manifest = base_manifest(argv=[], run_id=paths.run_id)
+manifest = RunManifest.begin(argv=[], run_id=paths.run_id)
 outcome = run_locust_replay(plan, options, url, paths, manifest, workers=2)
 sys.exit(130 if outcome.interrupted else 0)
 """

@@ -18,8 +18,6 @@ from pddbench.harness.drive.locust.clock_sync import ClockSample, estimate
 from pddbench.harness.drive.locust.cpu import cpu_verdict
 from pddbench.harness.drive.locust.job import (
     RECORD_FIELDS,
-    options_from_dict,
-    options_to_dict,
     planned_requests,
     record_from_row,
     record_row,
@@ -28,9 +26,9 @@ from pddbench.harness.drive.locust.job import (
 )
 from pddbench.harness.drive.locust.run_state import WorkerState, cap_hit, judge_run
 from pddbench.harness.drive.locust.sharding import ShardSummary, shard_plan, task_groups
-from pddbench.harness.drive.replay import ReplayOptions
 from pddbench.harness.drive.stream import StreamAccumulator
 from pddbench.harness.drive.stream_records import SseReader, settle_record
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import OnError, PlannedRequest, ThinkPolicy
 from pddbench.harness.plan.sessions import Selection
 from pddbench.harness.rundir.records import RequestRecord
@@ -182,7 +180,7 @@ def test_options_survive_json() -> None:
         api=ApiConfig(kind=ApiKind.SGLANG, model="m", stall_timeout_s=3.0),
         integrity_seed=11,
     )
-    assert options_from_dict(json.loads(json.dumps(options_to_dict(options)))) == options
+    assert ReplayOptions.from_json(json.loads(json.dumps(options.to_json()))) == options
 
 
 def test_record_rows_move_time_points_only() -> None:

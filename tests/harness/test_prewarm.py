@@ -7,8 +7,13 @@ from pddbench.harness.deploy.prewarm import warm_bytes, warm_pairs
 
 
 def test_pdd_warms_p_and_rld_to_every_md() -> None:
-    pairs = warm_pairs(load_scenario("pdd"))
-    assert pairs == {"p0": ["md0", "md1"], "p1": ["md0", "md1"], "rld0": ["md0", "md1"]}
+    pdd = load_scenario("pdd")
+    assert pdd.deployment is not None
+    roles = {str(i["id"]): i["role"] for i in pdd.deployment["instances"]}
+    mds = [n for n, r in roles.items() if r == "main-decode"]
+    senders = {n for n, r in roles.items() if r in ("prefill", "relay-decode")}
+    assert mds and "rld0" in senders and "p0" in senders
+    assert warm_pairs(pdd) == {s: mds for s in senders}
 
 
 def test_same_dc_has_nothing_to_warm_across_a_wan() -> None:

@@ -1,10 +1,10 @@
 """Reading a run folder: ``results/<run>/`` as written by the replay.
 
-Owns the layout and the checks of a run folder — and only reading it:
+Owns the checks of a run folder's records — and only reading it (the file names are
+``harness.rundir.folder``'s, the manifest is ``RunManifest``'s):
 
     <run>/requests.parquet        one row per request (harness.rundir.records.RECORDS_SCHEMA)
-    <run>/manifest.json           {"run_id", "scenario": {name, sla, cost, ...}, "trace": {...},
-                                   "started_at", "ended_at", "duration_s", "links": [...]}
+    <run>/manifest.json           harness.rundir.manifest.RunManifest
     <run>/server_metrics.parquet  optional
     <run>/links.parquet           optional (netem.probe.LinkProbe rows)
     <run>/capacity.json           optional (analysis.capacity.CapacityCurve)
@@ -16,47 +16,29 @@ Only ``request_id``, ``session_id``, ``status`` and ``intended_send_s`` are requ
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
     NUMERIC_COLUMNS,
-    OPTIONAL_CATEGORY_COLUMNS,
     TOKEN_TIMES,
     RecordSet,
 )
 from pddbench.harness.analysis.sla import SLA, sla_from_mapping
-
-REQUESTS = "requests.parquet"
-MANIFEST = "manifest.json"
-LINKS = "links.parquet"
-SERVER_METRICS = "server_metrics.parquet"
-CAPACITY = "capacity.json"
-REQUIRED_COLUMNS = ("request_id", "session_id", "status", "intended_send_s")
-
-
-class RunManifest(BaseModel):
-    """The parts of ``manifest.json`` the analysis reads; everything else is kept verbatim."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    scenario: dict[str, Any] = {}
-    trace: dict[str, Any] = {}
-    started_at: str | None = None
-    ended_at: str | None = None
-    duration_s: float | None = None
-    links: list[Any] = []
+from pddbench.harness.plan.ladder import LadderVerdict
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest
+from pddbench.harness.rundir.records import REQUIRED_COLUMNS
 
 
 @dataclass
@@ -65,11 +47,11 @@ class RunData:
 
     path: Path
     manifest: RunManifest
-    raw_manifest: dict[str, Any]
     records: RecordSet
     links: pa.Table | None = None
     server_metrics: pa.Table | None = None
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # the capacity verdict, when the file holds one
 
     @property
     def run_id(self) -> str:
@@ -77,17 +59,16 @@ class RunData:
 
     @property
     def scenario_name(self) -> str:
-        name = self.manifest.scenario.get("name")
-        return str(name) if name else self.run_id
+        return self.manifest.scenario_name
 
     def sla(self) -> SLA | None:
         """The scenario's SLA, or None when it declares none (absent or empty)."""
-        return scenario_sla(self.manifest, self.path / MANIFEST)
+        return scenario_sla(self.manifest, RunPaths(self.path).manifest)
 
     def cost(self) -> CostModel | None:
         """The scenario's cost model, or None when it declares none (absent or empty)."""
         data = self.manifest.scenario.get("cost") or None
-        return cost_from_mapping(data, where=str(self.path / MANIFEST))
+        return cost_from_mapping(data, where=str(RunPaths(self.path).manifest))
 
 
 def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
@@ -96,22 +77,9 @@ def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
     return None if data is None else sla_from_mapping(data, where=str(where))
 
 
-def read_manifest(folder: Path) -> tuple[RunManifest, dict[str, Any]]:
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise UserError(f"{folder}: not a run folder (no {MANIFEST})")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: cannot read JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    try:
-        return RunManifest.model_validate(raw), raw
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+def read_manifest(folder: Path) -> RunManifest:
+    """The run's manifest (:meth:`RunManifest.load`: one error line naming the file)."""
+    return RunManifest.load(folder)
 
 
 def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
@@ -125,15 +93,42 @@ def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise UserError(f"{path}: missing column(s) {', '.join(missing)}")
-    wanted = set(NUMERIC_COLUMNS + CATEGORY_COLUMNS + OPTIONAL_CATEGORY_COLUMNS)
+    wanted = set(NUMERIC_COLUMNS + CATEGORY_COLUMNS)
     if token_times:
         wanted.add(TOKEN_TIMES)
     columns = [c for c in schema.names if c in wanted]
     try:
         table = pq.read_table(path, columns=columns)
-        return RecordSet.from_arrow(table)
+        records = RecordSet.from_arrow(table)
     except (OSError, pa.ArrowException) as exc:
         raise UserError(f"{path}: cannot read records: {exc}") from None
+    check_latencies(records, path)
+    return records
+
+
+_LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
+
+
+def check_latencies(records: RecordSet, path: Path) -> None:
+    """Refuse records the metrics would silently drop: a negative TTFT, a negative
+    latency of an ok request, or an ok request without a TTFT or an end-to-end time (no
+    harness writes any of these)."""
+    ok = records.ok
+    for column in _LATENCIES:
+        if column not in records.num:
+            continue
+        values = records.num[column]
+        with np.errstate(invalid="ignore"):
+            negative = np.flatnonzero((values < 0) & (ok | (column == "ttft_s")))
+        if negative.size:
+            i = int(negative[0])
+            raise UserError(f"{path}: row {i}: {column} {values[i]:g} is negative")
+        if column != "tpot_s":  # TPOT is undefined below two tokens
+            missing = np.flatnonzero(ok & ~np.isfinite(values))
+            if missing.size:
+                raise UserError(
+                    f"{path}: row {int(missing[0])}: {column} is missing for an ok request"
+                )
 
 
 def _optional_table(path: Path) -> pa.Table | None:
@@ -146,8 +141,30 @@ def _optional_table(path: Path) -> pa.Table | None:
 
 
 def read_capacity(path: Path) -> CapacityCurve:
+    """A capacity file: a ladder verdict (``basis`` present) or an older curve."""
+    verdict = read_verdict(path)
+    if verdict is not None:
+        return curve_from_verdict(verdict)
+    return _read_model(path, CapacityCurve)
+
+
+def read_verdict(path: Path) -> LadderVerdict | None:
+    """The ladder verdict in a capacity file (``None`` for an older curve file)."""
     try:
-        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    return _read_model(path, LadderVerdict, text) if '"basis"' in text else None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _read_model(path: Path, model: type[_M], text: str | None = None) -> _M:
+    try:
+        return model.model_validate_json(
+            text if text is not None else path.read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
@@ -161,15 +178,18 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such run folder")
-    manifest, raw = read_manifest(folder)
-    records = read_records(folder / REQUESTS, token_times=token_times)
-    capacity = read_capacity(folder / CAPACITY) if (folder / CAPACITY).is_file() else None
+    paths = RunPaths(folder)
+    manifest = RunManifest.load(folder)
+    records = read_records(paths.requests, token_times=token_times)
+    has_capacity = paths.capacity.is_file()
+    capacity = read_capacity(paths.capacity) if has_capacity else None
+    ladder = read_verdict(paths.capacity) if has_capacity else None
     return RunData(
         path=folder,
         manifest=manifest,
-        raw_manifest=raw,
         records=records,
-        links=_optional_table(folder / LINKS),
-        server_metrics=_optional_table(folder / SERVER_METRICS),
+        links=_optional_table(paths.links),
+        server_metrics=_optional_table(paths.server_metrics),
         capacity=capacity,
+        ladder=ladder,
     )

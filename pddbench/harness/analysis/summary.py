@@ -38,8 +38,11 @@ from pddbench.harness.analysis.series import (
     ttft_cdf,
     ttft_timeline,
 )
+from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.plan.ladder import LadderVerdict
+from pddbench.harness.rundir.manifest import RunManifest
 
 
 @dataclass
@@ -68,12 +71,14 @@ class RunAnalysis:
     token_times: bool
     path: Path | None = None
     own_sla: SLA | None = None  # the run's scenario SLA, when it differs from `sla`
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: RunManifest | None = None  # None: analysed from records alone
     links: list[dict[str, Any]] = field(default_factory=list)  # link probes
     # the WAN schedule's state changes (links.parquet kind = "change"), with ``t_s``: seconds
     # from the run's clock origin, the time axis of the records
     link_changes: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
+    server: ServerCounters | None = None  # the servers' own counters (server_metrics)
 
 
 def analyze_records(
@@ -130,9 +135,8 @@ def _links(run: RunData) -> list[dict[str, Any]]:
 def _link_changes(run: RunData) -> list[dict[str, Any]]:
     if run.links is None or "kind" not in run.links.column_names:
         return []
-    clock = run.raw_manifest.get("clock")
-    origin = clock.get("origin_monotonic_s") if isinstance(clock, dict) else None
-    if not isinstance(origin, int | float):
+    origin = run.manifest.clock.origin_monotonic_s
+    if origin is None:
         return []
     rows = [r for r in run.links.to_pylist() if r.get("kind") == "change"]
     return [{**r, "t_s": float(r["t_mono"]) - float(origin)} for r in rows]
@@ -161,8 +165,10 @@ def analyze_run(
     )
     result.path = run.path
     result.own_sla = own if own is not None and own != used else None
-    result.manifest = run.raw_manifest
+    result.manifest = run.manifest
     result.links = _links(run)
     result.link_changes = _link_changes(run)
     result.capacity = run.capacity
+    result.ladder = run.ladder
+    result.server = server_counters(run.server_metrics)
     return result

@@ -21,7 +21,6 @@ replay; nothing in it is evidence about PDD.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pddbench.harness.analysis.sla import DEFAULT_SLA
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import RECORDS_SCHEMA
 
 SYSTEMS = ("same-dc-pd", "cross-dc-pd", "pdd")
@@ -216,6 +217,7 @@ def synth_table(spec: SynthRun) -> pa.Table:
         "error_class": error_class,
         "error_message": np.where(status != "ok", "synthetic failure", None),
         "server_timing": None,
+        "agent_type": None,
     }
     arrays = []
     for f in RECORDS_SCHEMA:
@@ -282,25 +284,25 @@ def _token_times(
     )
 
 
-def manifest_for(spec: SynthRun, table: pa.Table) -> dict[str, object]:
+def manifest_for(spec: SynthRun, table: pa.Table) -> RunManifest:
     """A plausible ``manifest.json`` for a synthetic run."""
     intended = table.column("intended_send_s").to_numpy(zero_copy_only=False)
     end = np.asarray(table.column("end_s").to_numpy(zero_copy_only=False), dtype=np.float64)
     duration = float(np.nanmax(end) - np.nanmin(intended)) if len(table) else 0.0
     run_id = spec.run_id or f"{spec.system}-x{spec.load_scale:g}-s{spec.seed}"
-    return {
-        "run_id": run_id,
-        "scenario": {
+    return RunManifest(
+        run_id=run_id,
+        scenario={
             "name": spec.system,
             "sla": DEFAULT_SLA.model_dump(),
             "cost": _COST[spec.system],
             "load_scale": spec.load_scale,
         },
-        "trace": {"name": "synthetic-agentic", "requests": len(table), "seed": spec.seed},
-        "started_at": "2026-03-01T00:00:00Z",
-        "ended_at": "2026-03-01T01:00:00Z",
-        "duration_s": duration,
-        "links": []
+        trace={"name": "synthetic-agentic", "requests": len(table), "seed": spec.seed},
+        started_at="2026-03-01T00:00:00Z",
+        ended_at="2026-03-01T01:00:00Z",
+        duration_s=duration,
+        links=[]
         if spec.system == "same-dc-pd"
         else [
             {
@@ -314,8 +316,8 @@ def manifest_for(spec: SynthRun, table: pa.Table) -> dict[str, object]:
                 "loss_a_to_b_pct": 0.0,
             },
         ],
-        "synthetic": True,
-    }
+        synthetic=True,
+    )
 
 
 def write_run(folder: str | Path, spec: SynthRun) -> Path:
@@ -323,7 +325,6 @@ def write_run(folder: str | Path, spec: SynthRun) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     table = synth_table(spec)
-    pq.write_table(table, folder / "requests.parquet", compression="zstd")
-    manifest = manifest_for(spec, table)
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    pq.write_table(table, RunPaths(folder).requests, compression="zstd")
+    manifest_for(spec, table).save(folder)
     return folder

@@ -8,13 +8,13 @@ marked ``recovered``. A ``requests.parquet`` is never replaced by one with fewer
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.rundir.folder import RunPaths, write_manifest
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
 
 
@@ -27,22 +27,22 @@ def finalize(run_dir: Path) -> None:
         raise UserError(f"{run_dir}: no journal.jsonl here (not a pddbench run folder?)")
     try:
         records, bad = finalize_journal(paths.journal, paths.requests)
-        manifest = _manifest(paths)
-        if manifest.get("status") == "running":
-            manifest["status"] = "recovered"
-        manifest["records"] = records
-        manifest["journal_unreadable_lines"] = bad
-        write_manifest(paths, manifest)
+        manifest = _manifest_or_fresh(paths)
+        if manifest.status == RunStatus.RUNNING:
+            manifest.status = RunStatus.RECOVERED
+        manifest.records = records
+        manifest.journal_unreadable_lines = bad
+        manifest.save(paths.root)
     except OSError as exc:
         raise UserError(f"{run_dir}: cannot finalise: {exc.strerror or exc}") from None
     note = f" ({bad} unreadable journal line(s) skipped)" if bad else ""
     click.echo(f"{records} records -> {paths.requests}{note}")
 
 
-def _manifest(paths: RunPaths) -> dict[str, object]:
-    """The run's manifest, or an empty one when it is missing or not a JSON object."""
+def _manifest_or_fresh(paths: RunPaths) -> RunManifest:
+    """The run's manifest; a missing, cut-off or malformed one starts afresh (the records
+    are the result, the manifest only describes them)."""
     try:
-        data = json.loads(paths.manifest.read_text(errors="replace"))
-    except (OSError, json.JSONDecodeError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return RunManifest.load(paths.root)
+    except UserError:
+        return RunManifest(run_id=paths.run_id)

@@ -31,7 +31,7 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.replay import build_options
+from pddbench.harness.cli.options import build_options
 from pddbench.harness.drive.replay import prepare
 from pddbench.harness.pipeline import load_trace, replay_scenarios, trace_manifest
 

@@ -10,34 +10,15 @@ or a run has no successful request (with ``--fail-on-errors``: any failed reques
 
 from __future__ import annotations
 
-import inspect
-import re
 import sys
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.drive.client import ApiConfig, ApiKind
-from pddbench.harness.drive.replay import ReplayOptions
-from pddbench.harness.plan.player import OnError, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
+from pddbench.harness.cli.options import build_options, selection_options
 
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
-
-
-def parse_duration(text: str, what: str, *, positive: bool = False) -> float:
-    """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds (``positive``: > 0)."""
-    m = _DURATION.match(text)
-    if not m:
-        raise UserError(f"{what}: {text!r} is not a duration (e.g. 90, 30s, 10m, 2h, 3d)")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if positive and seconds <= 0:
-        raise UserError(f"{what}: {text!r} must be longer than 0 s")
-    return seconds
 
 
 def check_target(url: str) -> str:
@@ -49,147 +30,6 @@ def check_target(url: str) -> str:
     except ValueError as exc:
         raise UserError(f"--target {url!r}: {exc} (e.g. http://127.0.0.1:8000)") from None
     return url
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """``START/DURATION`` (both durations from the trace's start) → (start_s, duration_s)."""
-    if "/" not in text:
-        raise UserError(f"--window {text!r}: expected START/DURATION, e.g. 3d/10m")
-    start, duration = text.split("/", 1)
-    return parse_duration(start, "--window start"), parse_duration(duration, "--window duration")
-
-
-def build_options(
-    *,
-    window: str | None,
-    sample: float,
-    speedup: float,
-    max_requests: int | None,
-    seed: int,
-    think_policy: str,
-    on_error: str,
-    api: str,
-    model: str | None,
-    max_concurrency: int | None,
-    timeout: str,
-    stall_timeout: str,
-    token_times: bool,
-    duration: str | None = None,
-) -> ReplayOptions:
-    """Command-line values → validated :class:`ReplayOptions` (one-line errors)."""
-    start = window_length = None
-    if window:
-        start, window_length = parse_window(window)
-    try:
-        selection = Selection(
-            window_start_s=start,
-            window_duration_s=window_length,
-            sample=sample,
-            max_requests=max_requests,
-            speedup=speedup,
-            seed=seed,
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if max_concurrency is not None and max_concurrency <= 0:
-        raise UserError("--max-concurrency must be > 0")
-    return ReplayOptions(
-        selection=selection,
-        think_policy=ThinkPolicy(think_policy),
-        on_error=OnError(on_error),
-        api=ApiConfig(
-            kind=ApiKind(api),
-            model=model,
-            request_timeout_s=parse_duration(timeout, "--timeout", positive=True),
-            stall_timeout_s=parse_duration(stall_timeout, "--stall-timeout", positive=True),
-            keep_token_times=token_times,
-        ),
-        max_concurrency=max_concurrency,
-        max_duration_s=(
-            parse_duration(duration, "--duration", positive=True) if duration is not None else None
-        ),
-    )
-
-
-def selection_options(f):
-    """The trace-selection and timing options shared by replay-like commands."""
-    opts = [
-        click.option(
-            "--window",
-            metavar="START/DURATION",
-            help="Replay task groups starting in this window of the trace "
-            "(offsets from the trace start, e.g. 3d/10m).",
-        ),
-        click.option(
-            "--sample",
-            type=float,
-            default=1.0,
-            show_default=True,
-            help="Fraction of task groups to keep (whole sessions, deterministic).",
-        ),
-        click.option(
-            "--speedup",
-            type=float,
-            default=1.0,
-            show_default=True,
-            help="Compress session arrivals by this factor (think times stay real).",
-        ),
-        click.option(
-            "--max-requests",
-            type=int,
-            default=None,
-            help="Keep task groups in start order up to this many requests.",
-        ),
-        click.option("--seed", type=int, default=0, show_default=True),
-        click.option(
-            "--think-policy",
-            type=click.Choice([p.value for p in ThinkPolicy]),
-            default=ThinkPolicy.TRACE.value,
-            show_default=True,
-            help="Think time between turns: from the trace (falling back to the "
-            "arrival gap), the arrival gap, or zero.",
-        ),
-        click.option(
-            "--on-error",
-            type=click.Choice([p.value for p in OnError]),
-            default=OnError.CONTINUE.value,
-            show_default=True,
-            help="After a failed turn: send the session's next turns anyway, or "
-            "skip them (recorded as skipped).",
-        ),
-        click.option(
-            "--api",
-            type=click.Choice([k.value for k in ApiKind]),
-            default=ApiKind.OPENAI.value,
-            show_default=True,
-        ),
-        click.option("--model", default=None, help="Model name to send (OpenAI API)."),
-        click.option(
-            "--max-concurrency",
-            type=int,
-            default=None,
-            help="Cap on in-flight requests (waiting is recorded as client queueing).",
-        ),
-        click.option("--timeout", default="15m", show_default=True, help="Whole-request limit."),
-        click.option(
-            "--stall-timeout",
-            default="120s",
-            show_default=True,
-            help="Longest silence within a stream before the request fails.",
-        ),
-        click.option(
-            "--duration",
-            default=None,
-            help="Send no new request after this long (e.g. 150s); in-flight ones finish. "
-            "Sessions are cut there; the manifest counts what was sent.",
-        ),
-        click.option(
-            "--token-times", is_flag=True, help="Keep every token's arrival time in the records."
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
 
 
 def locust_options(f):
@@ -274,6 +114,12 @@ def locust_options(f):
     "runs says WAN NOT EMULATED). Without it, replay refuses where it cannot emulate.",
 )
 @click.option(
+    "--no-report",
+    is_flag=True,
+    help="Print the headline table but write no HTML report (`pddbench report RUN` "
+    "writes it later).",
+)
+@click.option(
     "--fail-on-errors",
     is_flag=True,
     help="Exit 1 when any request failed (default: only when a run has no successful "
@@ -293,6 +139,12 @@ def locust_options(f):
     help="Continue an interrupted run folder with its own trace and options: settled "
     "requests are kept, the rest are sent (asyncio engine).",
 )
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Main job only (a long trace, no selection): a shorter load ladder (4 points of "
+    "35 s); fewer requests, wider intervals, and the report says so.",
+)
 @locust_options
 @selection_options
 def replay(
@@ -302,9 +154,11 @@ def replay(
     out_root: Path,
     label: str | None,
     no_emulation: bool,
+    no_report: bool,
     fail_on_errors: bool,
     no_probe_check: bool,
     resume_dir: Path | None,
+    quick: bool,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -360,36 +214,15 @@ def replay(
         check_probes=not no_probe_check,
         locust=locust,
         fail_on_errors=fail_on_errors,
+        report=not no_report,
+        quick=quick,
     )
     if code:
         raise click.exceptions.Exit(code)
 
 
 def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
-    """Re-read the run's command line from its manifest and continue the run."""
+    """Continue the run with the trace and options its manifest records."""
     from pddbench.harness.pipeline import resume_main
-    from pddbench.harness.rundir.folder import RunPaths, read_manifest
 
-    paths = RunPaths(run_dir)
-    try:
-        command = read_manifest(paths).get("command")
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{run_dir}: not a run folder ({paths.manifest}: {exc})") from None
-    if not isinstance(command, list) or command[1:2] != ["replay"]:
-        raise UserError(f"{run_dir}: the run was not made by `pddbench replay`")
-    try:
-        params = replay.make_context("replay", [str(a) for a in command[2:]]).params
-    except click.ClickException as exc:
-        msg = exc.format_message()
-        raise UserError(f"{run_dir}: cannot re-read its command line: {msg}") from None
-    if params.get("engine") == "locust":
-        raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
-    wanted = inspect.signature(build_options).parameters  # the request options, not the rest
-    options = build_options(**{k: v for k, v in params.items() if k in wanted})
-    return resume_main(
-        run_dir,
-        trace_path=Path(params["trace_path"]),
-        options=options,
-        emulate=not (no_emulation or params.get("no_emulation")),
-        check_probes=not (no_probe_check or params.get("no_probe_check")),
-    )
+    return resume_main(run_dir, emulate=not no_emulation, check_probes=not no_probe_check)

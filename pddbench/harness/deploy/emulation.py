@@ -1,20 +1,16 @@
 """Whether a run's WAN was emulated: one record, written to the manifest and read by reports.
 
 ``EmulationStatus`` is the only model of that fact: ``pddbench replay`` writes it into
-every run's manifest (``"emulation"``), the report reads it back with
-:meth:`EmulationStatus.of_manifest` and shows :meth:`banner` on its first screen, in the
-headline table's title and in the JSON. A scenario without a ``[network]`` (one site, no
+every run's manifest (``RunManifest.emulation``), the report reads it back from there
+and shows :meth:`banner` on its first screen, in the headline table's title and in the
+JSON. A scenario without a ``[network]`` (one site, no
 WAN) is ``applicable = False``: nothing to emulate, nothing to flag.
 Must not decide *whether* to emulate (the pipeline does) or render anything.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-MANIFEST_KEY = "emulation"
+from pydantic import BaseModel, ConfigDict
 
 
 class EmulationStatus(BaseModel):
@@ -38,17 +34,3 @@ class EmulationStatus(BaseModel):
             + "; transfer times include none of the scenario's links, so these numbers say"
             " nothing about cross-datacenter serving"
         )
-
-    def write(self, manifest: dict[str, Any]) -> None:
-        manifest[MANIFEST_KEY] = self.model_dump()
-
-    @classmethod
-    def of_manifest(cls, manifest: dict[str, Any]) -> EmulationStatus | None:
-        """The status recorded in ``manifest`` (runs before this record: None)."""
-        data = manifest.get(MANIFEST_KEY)
-        if not isinstance(data, dict):
-            return None
-        try:
-            return cls.model_validate(data)
-        except ValidationError:
-            return None

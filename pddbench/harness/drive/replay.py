@@ -17,7 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -28,14 +28,20 @@ from pddbench.aioloop import loop_runner
 from pddbench.errors import UserError
 from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
-from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.drive.stream_records import skipped_record
-from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
-from pddbench.harness.plan.sessions import Selection, plan_requests
-from pddbench.harness.rundir.folder import RunPaths, anchor_clock, write_manifest
+from pddbench.harness.plan.sessions import plan_requests
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import (
+    ResumeEntry,
+    RunManifest,
+    RunStatus,
+    ServerMetricsInfo,
+)
 from pddbench.harness.rundir.records import Journal, finalize_journal
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
@@ -46,22 +52,6 @@ from pddbench.workloads.traceio import Trace
 T = TypeVar("T")
 
 METRICS_INTERVAL_S = 1.0  # how often the instances' /metrics are scraped during a replay
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    """How to replay (independent of which system is under test)."""
-
-    selection: Selection = field(default_factory=Selection)
-    think_policy: ThinkPolicy = ThinkPolicy.TRACE
-    on_error: OnError = OnError.CONTINUE
-    api: ApiConfig = field(default_factory=ApiConfig)
-    max_concurrency: int | None = None
-    vocab_size: int = 32000
-    first_token_id: int = 1000
-    integrity_seed: int | None = None  # reference servers' output seed: check every token
-    cache_block_size: int | None = None  # engine's block size for theoretical cached tokens
-    max_duration_s: float | None = None  # no new request after this (in-flight ones finish)
 
 
 @dataclass
@@ -177,7 +167,7 @@ async def _execute(
     options: ReplayOptions,
     base_url: str,
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     live: LiveView | None,
     metrics_urls: Mapping[str, str] | None = None,
     resume: ResumePoint | None = None,
@@ -186,18 +176,15 @@ async def _execute(
     planned_total = len(plan.requests)
     if resume is not None:
         remaining, skipped = remaining_plan(plan.requests, resume, on_error=options.on_error)
-        resumes = manifest.setdefault("resumes", [])
-        assert isinstance(resumes, list)
-        resumes.append(
-            {
-                "started_at": datetime.now(UTC).isoformat(),
-                "from_s": resume.elapsed_s,
-                "settled_before": len(resume.settled),
-                "superseded_records": resume.cancelled,
-                "remaining": len(remaining),
-                "previous_clock": manifest.get("clock"),
-            }
+        entry = ResumeEntry(
+            started_at=datetime.now(UTC).isoformat(),
+            from_s=resume.elapsed_s,
+            settled_before=len(resume.settled),
+            superseded_records=resume.cancelled,
+            remaining=len(remaining),
+            previous_clock=manifest.clock,
         )
+        manifest.resumes = [*manifest.resumes, entry]
         plan = dataclasses.replace(plan, requests=remaining)
     oracle = None
     if options.integrity_seed is not None:
@@ -219,8 +206,8 @@ async def _execute(
     origin = time.monotonic()
     if resume is not None:  # continue the run's own timeline where its journal ends
         origin -= resume.elapsed_s
-    anchor_clock(manifest, origin)
-    write_manifest(paths, manifest)
+    manifest.anchor_clock(origin)
+    manifest.save(paths.root)
     scraper = None
     if metrics_urls:
         scraper = MetricsScraper(metrics_urls, interval_s=METRICS_INTERVAL_S, origin=origin)
@@ -272,50 +259,38 @@ async def _execute(
         if scraper is not None:
             await scraper.stop()  # one last scrape: counters cover the whole run
             write_server_metrics(scraper.rows, paths.server_metrics)
-            manifest["server_metrics"] = {
-                "interval_s": scraper.interval_s,
-                "scrapes": scraper.scrapes,
-                "rows": len(scraper.rows),
-                "failures": scraper.failures,
-                "last_error": scraper.last_error,
-            }
+            manifest.server_metrics = ServerMetricsInfo(
+                interval_s=scraper.interval_s,
+                scrapes=scraper.scrapes,
+                rows=len(scraper.rows),
+                failures=scraper.failures,
+                last_error=scraper.last_error,
+            )
         unregister()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)
-    manifest["planned_requests"] = planned_total
+    manifest.planned_requests = planned_total
     if resume is None:
-        manifest["sent_requests"] = engine.stats.sent
-    else:  # the totals of the whole run (a killed run never wrote its own)
-        before = manifest.get("sent_requests")
-        manifest["sent_requests"] = (before if isinstance(before, int) else 0) + engine.stats.sent
-    manifest["duration_cap_hit_at_s"] = engine.stats.stopped_at_s
+        manifest.sent_requests = engine.stats.sent
+    else:  # the whole run's total; a killed run never wrote its own: its journal has it
+        before = manifest.sent_requests if manifest.sent_requests is not None else resume.sent
+        manifest.sent_requests = before + engine.stats.sent
+    manifest.duration_cap_hit_at_s = engine.stats.stopped_at_s
     return engine.stats.errors, interrupted
 
 
 def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
-    """The manifest's ``replay`` entry (every engine writes the same keys)."""
-    return {
-        "target": base_url,
-        "selection": asdict(options.selection),
-        "think_policy": str(options.think_policy),
-        "on_error": str(options.on_error),
-        "api": {
-            k: str(v) if not isinstance(v, int | float | bool) else v
-            for k, v in asdict(options.api).items()
-        },
-        "max_concurrency": options.max_concurrency,
-        "max_duration_s": options.max_duration_s,
-        "integrity_seed": options.integrity_seed,
-        "plan": plan.selection_note,
-    }
+    """The manifest's ``replay`` entry: the target, the options (``ReplayOptions.to_json``,
+    what ``--resume`` reads back) and the plan (every backend writes the same keys)."""
+    return {"target": base_url, **options.to_json(), "plan": plan.selection_note}
 
 
-def run_event_loop(coro: Coroutine[object, object, T], manifest: dict[str, object]) -> T:
+def run_event_loop(coro: Coroutine[object, object, T], manifest: RunManifest) -> T:
     """Run ``coro`` on uvloop when it is installed (several times less loop overhead per
     socket read), else on asyncio's own loop; ``PDDBENCH_EVENT_LOOP=asyncio`` forces the
     latter. The manifest records which loop ran."""
-    runner, manifest["event_loop"] = loop_runner(
+    runner, manifest.event_loop = loop_runner(
         os.environ.get("PDDBENCH_EVENT_LOOP", "uvloop") != "asyncio"
     )
     return runner(coro)
@@ -326,7 +301,7 @@ def run_replay(
     options: ReplayOptions,
     base_url: str,
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     *,
     live: LiveView | None = None,
     metrics_urls: Mapping[str, str] | None = None,
@@ -338,7 +313,7 @@ def run_replay(
     scraped every second into ``server_metrics.parquet``. With ``resume`` the run folder
     is an interrupted run's: only what its journal has not settled is sent, appended to
     the same journal on the same timeline (:mod:`pddbench.harness.plan.resume`)."""
-    manifest["replay"] = replay_section(plan, options, base_url)
+    manifest.replay = replay_section(plan, options, base_url)
     errors, interrupted = 0, False
     try:
         errors, interrupted = run_event_loop(
@@ -349,9 +324,7 @@ def run_replay(
         interrupted = True
     finally:
         records, skipped_lines = finalize_journal(paths.journal, paths.requests)
-        manifest["ended_at"] = datetime.now(UTC).isoformat()
-        manifest["status"] = "interrupted" if interrupted else "complete"
-        manifest["records"] = records
-        manifest["journal_unreadable_lines"] = skipped_lines
-        write_manifest(paths, manifest)
+        status = RunStatus.INTERRUPTED if interrupted else RunStatus.COMPLETE
+        manifest.finish(status, records=records, unreadable_lines=skipped_lines)
+        manifest.save(paths.root)
     return ReplayOutcome(paths, records, interrupted, errors)

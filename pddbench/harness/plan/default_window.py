@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from pddbench.harness.drive.replay import ReplayOptions
+from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.sessions import Selection
 from pddbench.workloads.schema import Col
 

@@ -117,8 +117,7 @@ def regress(
     slas: dict[str, SLA] = {}
     tonight: list[RunValues] = []
     for folder in current_runs:
-        manifest, _ = read_manifest(folder)
-        scenario = str(manifest.scenario.get("name") or manifest.run_id)
+        scenario = read_manifest(folder).scenario_name
         if scenario not in slas:
             slas[scenario] = scenario_sla(folder, sla_overrides or {})
         tonight.append(measure(folder, "tonight", key_list, registry, slas))

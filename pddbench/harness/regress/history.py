@@ -24,10 +24,11 @@ from pathlib import Path
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.registry import Context, MetricRegistry, split_key
-from pddbench.harness.analysis.rundir import MANIFEST, load_run, read_manifest
+from pddbench.harness.analysis.rundir import load_run, read_manifest
 from pddbench.harness.analysis.rundir import scenario_sla as declared_sla
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.rundir.folder import RunPaths
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class RunValues:
 
 def run_folders(path: Path, depth: int = 2) -> list[Path]:
     """``path`` itself if it is a run folder, else the run folders below it (sorted)."""
-    if (path / MANIFEST).is_file():
+    if RunPaths(path).manifest.is_file():
         return [path]
     if depth == 0 or not path.is_dir():
         return []
@@ -67,8 +68,8 @@ def nights(history: Path) -> list[tuple[str, list[Path]]]:
 
 def scenario_sla(folder: Path, overrides: dict[str, float]) -> SLA:
     """The SLA to judge a scenario by: ``--sla`` over the run's own scenario SLA."""
-    manifest, _ = read_manifest(folder)
-    base = declared_sla(manifest, folder / MANIFEST) or DEFAULT_SLA
+    manifest = read_manifest(folder)
+    base = declared_sla(manifest, RunPaths(folder).manifest) or DEFAULT_SLA
     return with_overrides(base, overrides) if overrides else base
 
 

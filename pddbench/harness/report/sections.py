@@ -18,13 +18,16 @@ from pddbench.harness.report.model import SECTIONS, Report
 from pddbench.harness.report.tables import (
     Table,
     breakdown_table,
+    capacity_table,
     cost_table,
     definitions_table,
     error_tables,
     headline_table,
     links_table,
+    price_table,
     runs_table,
     scalar_table,
+    server_table,
 )
 
 FigureFn = Callable[[Report], FigureOut | None]
@@ -132,6 +135,9 @@ def _fill(report: Report, sec: Section) -> None:
         )
     elif sid == "bcr":
         sec.tables.append(cost_table(report))
+        sec.tables.append(capacity_table(report))
+        if report.prices:
+            sec.tables.append(price_table(report))
     elif sid == "handoff":
         sec.tables.append(
             scalar_table(
@@ -179,6 +185,12 @@ def _fill(report: Report, sec: Section) -> None:
             for dim, bd in run.breakdowns.items():
                 if dim != "hit_bin":
                     sec.tables.append(breakdown_table(run.label, bd))
+    elif sid == "server":
+        table = server_table(report)
+        if table is None:
+            sec.missing = "no server_metrics.parquet in the runs (deployed runs scrape /metrics)"
+        else:
+            sec.tables.append(table)
     elif sid == "links":
         table = links_table(report)
         if table is None:
@@ -186,6 +198,6 @@ def _fill(report: Report, sec: Section) -> None:
         else:
             sec.tables.append(table)
     elif sid == "manifests":
-        sec.manifests = [(r.label, r.manifest) for r in report.runs]
+        sec.manifests = [(r.label, r.manifest.to_json() if r.manifest else {}) for r in report.runs]
     elif sid == "definitions":
         sec.tables.append(definitions_table(report))

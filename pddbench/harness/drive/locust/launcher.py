@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -37,11 +36,12 @@ from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
     RESULT_FILE,
     JobSpec,
-    options_to_dict,
     write_plan,
 )
-from pddbench.harness.drive.replay import ReplayOptions, ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.rundir.folder import RunPaths, write_manifest
+from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
 
 DEFAULT_MASTER_PORT = 5557
@@ -105,7 +105,7 @@ class LocustSettings:
         options: ReplayOptions,
         base_url: str,
         paths: RunPaths,
-        manifest: dict[str, object],
+        manifest: RunManifest,
         *,
         label: str = "",
     ) -> ReplayOutcome:
@@ -131,7 +131,7 @@ def run_locust_replay(
     options: ReplayOptions,
     base_url: str,
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     *,
     workers: int,
     web_ui: bool = False,
@@ -168,7 +168,7 @@ def run_locust_replay(
     spec = JobSpec(
         base_url=base_url.rstrip("/"),
         workers=workers,
-        options=options_to_dict(options),
+        options=options.to_json(),
         journal=str(paths.journal),
         job_dir=str(job_dir),
         master_bind_host=master_bind_host,
@@ -181,13 +181,13 @@ def run_locust_replay(
         label=label,
     )
     spec.write()
-    manifest["replay"] = {
+    manifest.replay = {
         **replay_section(plan, options, base_url),
         "engine": "locust",
         "workers": workers,
         "worker_mode": "local" if spawn_workers else "remote",
     }
-    write_manifest(paths, manifest)
+    manifest.save(paths.root)
     if not spawn_workers:
         host = socket.gethostname()
         print(
@@ -231,7 +231,7 @@ class _Terminated(Exception):
 
 
 def _wait_for_master(
-    master: subprocess.Popen[bytes], job_dir: Path, paths: RunPaths, manifest: dict[str, object]
+    master: subprocess.Popen[bytes], job_dir: Path, paths: RunPaths, manifest: RunManifest
 ) -> bool:
     """Wait for the master; Ctrl-C/SIGTERM here become an orderly stop. True if interrupted."""
     interrupted = False
@@ -272,17 +272,17 @@ def _wait_for_master(
     return interrupted
 
 
-def _anchor_from_result(job_dir: Path, paths: RunPaths, manifest: dict[str, object]) -> bool:
+def _anchor_from_result(job_dir: Path, paths: RunPaths, manifest: RunManifest) -> bool:
     result = _read_result(job_dir)
     if result is None or result.get("origin_monotonic_s") is None:
         return False
-    manifest["clock"] = {
-        "kind": "monotonic",
-        "origin_monotonic_s": result["origin_monotonic_s"],
-        "origin_wall": result["origin_wall"],
-        "authority": "locust master",
-    }
-    write_manifest(paths, manifest)
+    manifest.clock = RunClock(
+        kind="monotonic",
+        origin_monotonic_s=result["origin_monotonic_s"],
+        origin_wall=result["origin_wall"],
+        authority="locust master",
+    )
+    manifest.save(paths.root)
     return True
 
 
@@ -316,7 +316,7 @@ def _reap(master: subprocess.Popen[bytes], children: list[subprocess.Popen[bytes
 
 def _finalize(
     paths: RunPaths,
-    manifest: dict[str, object],
+    manifest: RunManifest,
     job_dir: Path,
     master_rc: int | None,
     interrupted: bool,
@@ -325,39 +325,36 @@ def _finalize(
         paths.journal.touch()
     records, skipped_lines = finalize_journal(paths.journal, paths.requests)
     result = _read_result(job_dir)
-    if result is None or result.get("status") == "running":
-        status = "interrupted" if interrupted else "failed"
+    if result is None or result.get("status") == RunStatus.RUNNING:
+        status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
         reasons = [f"the Locust master exited with code {master_rc} before finishing"]
         suspect_reasons: list[str] = []
         if result is not None:
             result["status"] = status
     else:
-        status = str(result["status"])
+        status = RunStatus(str(result["status"]))
         reasons = list(result.get("incomplete_reasons") or [])  # type: ignore[call-overload]
         suspect_reasons = list(result.get("suspect_reasons") or [])  # type: ignore[call-overload]
-    if interrupted and status != "failed":
-        status = "interrupted"
+    if interrupted and status != RunStatus.FAILED:
+        status = RunStatus.INTERRUPTED
     _anchor_from_result(job_dir, paths, manifest)
-    manifest["ended_at"] = datetime.now(UTC).isoformat()
-    manifest["status"] = status
-    manifest["records"] = records
-    manifest["journal_unreadable_lines"] = skipped_lines
+    manifest.finish(status, records=records, unreadable_lines=skipped_lines)
     if result is not None:  # the same counts the asyncio engine records
-        manifest["sent_requests"] = result.get("sent_requests")
-        manifest["planned_requests"] = result.get("planned_requests")
-        manifest["duration_cap_hit_at_s"] = result.get("duration_cap_hit_at_s")
-    manifest["incomplete_reasons"] = reasons if status != "complete" else []
-    manifest["suspect"] = bool(suspect_reasons)
-    manifest["suspect_reasons"] = suspect_reasons
-    manifest["locust"] = result
-    write_manifest(paths, manifest)
+        manifest.sent_requests = result.get("sent_requests")  # type: ignore[assignment]
+        manifest.planned_requests = result.get("planned_requests")  # type: ignore[assignment]
+        manifest.duration_cap_hit_at_s = result.get("duration_cap_hit_at_s")  # type: ignore[assignment]
+    manifest.incomplete_reasons = reasons if status != RunStatus.COMPLETE else []
+    manifest.suspect = bool(suspect_reasons)
+    manifest.suspect_reasons = suspect_reasons
+    manifest.locust = result
+    manifest.save(paths.root)
     (job_dir / PLAN_FILE).unlink(missing_ok=True)  # a copy of trace rows: not a result
     errors = 0
     if records:
         status_col = pq.read_table(paths.requests, columns=["status"]).column("status")
         errors = sum(1 for s in status_col.to_pylist() if s != "ok")
-    if status == "failed" and records == 0:
+    if status == RunStatus.FAILED and records == 0:
         raise UserError(
             f"the Locust run failed: {'; '.join(reasons) or 'see the logs'} (logs in {paths.logs})"
         )
-    return ReplayOutcome(paths, records, status == "interrupted", errors)
+    return ReplayOutcome(paths, records, status == RunStatus.INTERRUPTED, errors)

@@ -69,7 +69,8 @@ from pddbench.harness.drive.locust.run_state import (  # noqa: E402
     judge_run,
 )
 from pddbench.harness.drive.locust.sharding import shard_plan  # noqa: E402
-from pddbench.harness.rundir.records import Journal, Status  # noqa: E402
+from pddbench.harness.rundir.manifest import RunStatus  # noqa: E402
+from pddbench.harness.rundir.records import Journal  # noqa: E402
 
 log = logging.getLogger("pddbench.locust.master")
 
@@ -237,7 +238,7 @@ class Coordinator:
             )
             w.started = True
         self._meter = CpuMeter()
-        self._write_result("running")
+        self._write_result(RunStatus.RUNNING)
         workers_file = Path(self.spec.job_dir) / WORKERS_FILE
         workers_file.write_text(
             json.dumps([w.report() for w in self.workers.values()], indent=2, default=str) + "\n"
@@ -360,14 +361,7 @@ class Coordinator:
             record = record_from_row(row, to_run_clock)
             self.journal.append(record)
             w.records += 1
-            if record.ttft_s is not None:
-                live.ttft_s.append(record.ttft_s)
-            if record.actual_send_s is not None and record.status != Status.SKIPPED:
-                live.lag_s.append(record.actual_send_s - record.intended_send_s)
-        if len(live.ttft_s) > 20000:
-            del live.ttft_s[:10000]
-        if len(live.lag_s) > 20000:
-            del live.lag_s[:10000]
+            live.observe(record)  # the workers count sent / done / errors themselves
 
     def _on_done(self, environment: Any, msg: Any, **_kw: Any) -> None:
         w = self._worker(msg)
@@ -422,13 +416,13 @@ class Coordinator:
         self._read_master_cpu()
         incomplete, suspect = self._verdicts()
         if self.interrupted:
-            status = "interrupted"
+            status = RunStatus.INTERRUPTED
         elif self.failure and not any(w.records for w in self.workers.values()):
-            status = "failed"
+            status = RunStatus.FAILED
         elif incomplete:
-            status = "incomplete"
+            status = RunStatus.INCOMPLETE
         else:
-            status = "complete"
+            status = RunStatus.COMPLETE
         result = self._write_result(status, incomplete=incomplete, suspect=suspect)
         if incomplete:
             print("pddbench: run incomplete: " + "; ".join(incomplete), file=sys.stderr, flush=True)
@@ -438,7 +432,7 @@ class Coordinator:
 
     def _write_result(
         self,
-        status: str,
+        status: RunStatus,
         *,
         incomplete: list[str] | None = None,
         suspect: list[str] | None = None,
@@ -520,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.quit()
         if web_ui is not None:
             web_ui.stop()
-    return 0 if result["status"] in ("complete", "incomplete", "interrupted") else 1
+    return 0 if result["status"] != RunStatus.FAILED else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,228 @@
+"""The run manifest: one model that every writer saves and every reader loads.
+
+Owns ``manifest.json``'s fields, the run's :class:`RunStatus`, and the two ways across
+the disk boundary: :meth:`RunManifest.save` (atomic, repeatable during a run) and
+:meth:`RunManifest.load` (a :class:`~pddbench.errors.UserError` line naming the file on
+anything malformed). Writers — the replay, resume, finalize, the Locust launcher,
+capacity, nightly — set attributes on one instance and save it; readers — analysis,
+report, regress, resume — load it. On disk only the keys a run actually set are
+written (``exclude_unset``), so a run folder reads as it always has; keys this model
+does not declare are kept verbatim (old runs, synthetic runs).
+
+Must not decide anything about a run (the writers do) nor read the records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pddbench import __version__
+from pddbench.errors import UserError
+from pddbench.harness.deploy.emulation import EmulationStatus
+from pddbench.harness.rundir.folder import MANIFEST
+
+
+class RunStatus(StrEnum):
+    """Where a run stands (``manifest["status"]``)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # Locust: the run ended without every request (workers lost)
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    RECOVERED = "recovered"  # finalised by ``pddbench finalize`` after the harness died
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class RunClock(_Section):
+    """The monotonic anchor every time in the records is relative to, and its wall time."""
+
+    kind: str = "monotonic"
+    origin_monotonic_s: float | None = None
+    origin_wall: str | None = None
+    authority: str | None = None  # who set it, when not this process ("locust master")
+
+
+class ResumeEntry(_Section):
+    """One ``pddbench replay --resume`` of the run."""
+
+    started_at: str
+    from_s: float
+    settled_before: int
+    superseded_records: int
+    remaining: int
+    previous_clock: RunClock | None = None
+
+
+class ServerMetricsInfo(_Section):
+    """How the instances' ``/metrics`` were scraped into ``server_metrics.parquet``."""
+
+    interval_s: float
+    scrapes: int
+    rows: int
+    failures: dict[str, int]  # per instance
+    last_error: dict[str, str]  # per instance: the last failure's one line
+
+
+class LadderPointInfo(_Section):
+    """Which load-ladder point a run is (``pddbench capacity``, the main job)."""
+
+    index: int
+    trace_start_s: float
+    trace_duration_s: float
+    warmup_s: float
+    point_s: float
+    request_limit_s: float
+
+
+class RunManifest(BaseModel):
+    """``manifest.json``: the configuration that made a run and how the run went."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str = "pddbench-run"
+    format_version: int = 1
+    run_id: str
+    synthetic: bool = False  # written by analysis.synthetic, never by a replay
+    command: list[str] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    clock: RunClock = Field(default_factory=RunClock)
+    status: RunStatus = RunStatus.RUNNING
+    error: str | None = None
+    # what was run
+    scenario: dict[str, Any] = Field(default_factory=dict)
+    trace: dict[str, Any] = Field(default_factory=dict)
+    load_scale: float | None = None
+    ladder_point: LadderPointInfo | None = None  # a capacity-ladder point's trace window
+    emulation: EmulationStatus | None = None  # whether the WAN was emulated (replay)
+    emulation_fallback: str | None = None  # older runs' note (before ``emulation``)
+    probe_check: bool | None = None  # False: ``--no-probe-check`` (resume keeps it)
+    deployment: dict[str, Any] | None = None
+    links: list[Any] = Field(default_factory=list)
+    replay: dict[str, Any] | None = None
+    event_loop: str | None = None
+    # how it went
+    resumes: list[ResumeEntry] = Field(default_factory=list)
+    server_metrics: ServerMetricsInfo | None = None
+    planned_requests: int | None = None
+    sent_requests: int | None = None
+    duration_cap_hit_at_s: float | None = None
+    records: int | None = None
+    journal_unreadable_lines: int | None = None
+    incomplete_reasons: list[str] | None = None
+    suspect: bool | None = None
+    suspect_reasons: list[str] | None = None
+    locust: dict[str, Any] | None = None
+
+    @classmethod
+    def begin(cls, *, argv: list[str], run_id: str) -> RunManifest:
+        """The parts of a manifest known before the run starts (status ``running``)."""
+        return cls(
+            format="pddbench-run",
+            format_version=1,
+            run_id=run_id,
+            command=list(argv),
+            versions=_versions(),
+            host=host_info(),
+            started_at=datetime.now(UTC).isoformat(),
+            clock=RunClock(),
+            status=RunStatus.RUNNING,
+        )
+
+    def anchor_clock(self, origin_monotonic: float) -> None:
+        """Record the wall-clock time that corresponds to monotonic ``origin_monotonic``."""
+        wall = time.time() - (time.monotonic() - origin_monotonic)
+        self.clock = RunClock(
+            kind="monotonic",
+            origin_monotonic_s=origin_monotonic,
+            origin_wall=datetime.fromtimestamp(wall, UTC).isoformat(),
+        )
+
+    def finish(self, status: RunStatus, *, records: int, unreadable_lines: int) -> None:
+        """The end of a run: its status, when it ended and what its journal finalised to."""
+        self.ended_at = datetime.now(UTC).isoformat()
+        self.status = status
+        self.records = records
+        self.journal_unreadable_lines = unreadable_lines
+
+    def fail(self, status: RunStatus, error: str) -> None:
+        """A run that ended before its replay did (deployment failed or was interrupted)."""
+        self.status = status
+        self.error = error
+
+    @property
+    def scenario_name(self) -> str:
+        name = self.scenario.get("name")
+        return str(name) if name else self.run_id
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as it stands on disk (only the keys that were set)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def save(self, folder: str | Path) -> None:
+        """Write ``<folder>/manifest.json`` atomically (safe to call repeatedly)."""
+        path = Path(folder) / MANIFEST
+        tmp = path.with_suffix(".json.partial")
+        text = json.dumps(self.to_json(), indent=2, sort_keys=True, default=str)
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> RunManifest:
+        """Read ``<folder>/manifest.json``; :class:`UserError` naming the file if it is bad."""
+        folder = Path(folder)
+        path = folder / MANIFEST
+        if not path.is_file():
+            raise UserError(f"{folder}: not a run folder (no {MANIFEST})")
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:
+            raise UserError(f"{path}: cannot read JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise UserError(f"{path}: expected a JSON object")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise UserError(f"{path}: {loc}: {first['msg']}") from None
+
+
+def _versions() -> dict[str, str]:
+    out = {"pddbench": __version__, "python": sys.version.split()[0]}
+    for pkg in ("aiohttp", "numpy", "pandas", "pyarrow", "pyroute2", "locust"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def host_info() -> dict[str, object]:
+    """Facts about the machine that ran the client."""
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
