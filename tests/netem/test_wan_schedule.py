@@ -118,3 +118,26 @@ def test_a_swing_during_a_transfer_is_recorded_and_slows_it(tmp_path: Path) -> N
     print(f"transfer: steady {steady:.3f} s, with the swing {swung:.3f} s, model {model:.3f} s")
     assert swung > 1.5 * steady, (steady, swung)
     assert abs(swung - model) / model < 0.2, (steady, swung, model)
+
+
+@needs_root
+@pytest.mark.root
+def test_cross_traffic_shares_the_line_and_is_recorded() -> None:
+    from pddbench.netem.topology import Topology
+
+    flow = {"link": "wan", "direction": "a_to_b", "start_s": 0.1, "duration_s": 1.0}
+    cfg = config({"cross_traffic": [{**flow, "rate_mbit": 4000.0}]})  # 200 Mbit/s scaled
+    with Topology.up(cfg, new_test_run_id()) as topo:
+        t0 = time.monotonic()
+        wan = topo.start_wan_schedule(t0)
+        assert wan is not None
+        while time.monotonic() < t0 + 1.3:
+            time.sleep(0.05)
+        records = wan.stop()
+    cross = [r for r in records if r.cross_traffic_mbit is not None]
+    assert [r.changes["cross_traffic"] for r in cross] == ["start", "stop"]
+    start, stop = cross
+    assert start.direction == "a_to_b" and start.at_s == 0.1
+    # paced at 4 Gbit/s configured (plus slow start at its beginning), stopped after ~1 s
+    assert 1500 < start.cross_traffic_mbit < 4400, start.cross_traffic_mbit
+    assert 0.9 < stop.at_s - start.at_s < 1.5
