@@ -15,61 +15,24 @@ below the median of its neighbours (±3 points).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import numpy as np
 
-from pddbench.servers import profiles
-from pddbench.servers.compute import Machine
-from pddbench.servers.engine import Engine, SchedulerConfig, Seq
-from pddbench.servers.radix import KvPool
-from pddbench.servers.tokens import TokenStream
+from pddbench.harness.experiments.checks import local_dips
+from pddbench.harness.experiments.compute_model import CHUNK, prefill_machine, uncached_per_s
 from pddbench.workloads.synth import SynthOptions, synthesise
 from pddbench.workloads.synth_profile import load_profile
 
-BLOCK = 64
-CHUNK = 8192
-
-
-def uncached_per_s(m: Machine, lengths: list[int], hit: float, packing: bool) -> float:
-    pool = KvPool(10**9, BLOCK)
-    e = Engine(m, pool, SchedulerConfig(chunk_tokens=CHUNK, prefill_packing=packing))
-    for i, n in enumerate(lengths):
-        hashes = [i * 10**7 + b for b in range(n // BLOCK)]
-        cached_blocks = min(int(hit * n) // BLOCK, (n - 1) // BLOCK)
-        if cached_blocks:
-            pool.tree.insert(hashes[:cached_blocks])
-        s = Seq(
-            f"r{i}",
-            n,
-            hashes,
-            TokenStream(0, f"r{i}", 1000),
-            max_tokens=1,
-            compute_prompt=True,
-            decode_after_kv=False,
-        )
-        e.submit(s, 0.0)
-    t = 0.0
-    while (step := e.plan(t)) is not None:
-        t += step.duration
-        e.complete(step, t)
-    return e.stats.prefill_tokens / t
-
 
 def dips(hits: list[float], rps: list[float]) -> list[int]:
-    out = []
-    for i, v in enumerate(rps):
-        around = rps[max(0, i - 3) : i] + rps[i + 1 : i + 4]
-        if around and v < 0.97 * statistics.median(around):
-            out.append(round(hits[i] * 100))
-    return out
+    return [round(h * 100) for h in local_dips(hits, rps)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", type=int, default=16)
     args = ap.parse_args()
-    m = Machine(profiles.hardware("h800-sxm"), 16, profiles.model("pdd-flagship-1t"))
+    m = prefill_machine()
     trace = synthesise(load_profile("jan-feb"), SynthOptions(requests=4000, seed=1))
     mix = np.asarray(trace.table.column("input_length"))
     rng = np.random.default_rng(0)

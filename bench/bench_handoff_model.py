@@ -20,17 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from pddbench.servers import profiles
-from pddbench.servers.compute import (
-    Machine,
-    decode_step_seconds,
-    extend_step_seconds,
-    kv_copy_seconds,
-)
-
-WAN = 10e9 / 8
-ONE_WAY = 0.015
-JITTER = 0.003
+from pddbench.harness.experiments.compute_model import price_handoff
 
 
 def main() -> None:
@@ -39,28 +29,19 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=36000)
     ap.add_argument("--tokens", type=int, default=100)
     a = ap.parse_args()
-    model = profiles.model("pdd-flagship-1t")
-    md = Machine(profiles.hardware("h20"), 16, model)
-    rld = Machine(profiles.hardware("h800-sxm"), 16, model)
-    step = decode_step_seconds(md, a.batch, a.batch * a.context)
-    ext = extend_step_seconds(md, a.tokens, a.context)
-    ids = 1500 / WAN
-    ed_mean = 2 * ONE_WAY + ids + step / 2 + ext
-    ed_max = 2 * (ONE_WAY + JITTER) + ids + step + ext
-    kv_bytes = (a.tokens - 1) * model.kv_bytes_per_token
-    copy_rld = kv_copy_seconds(rld, a.tokens - 1, 64)
-    copy_md = kv_copy_seconds(md, a.tokens - 1, 64)
-    kv_mean = 2 * ONE_WAY + kv_bytes / WAN + copy_rld + copy_md
-    kv_max = kv_mean + 2 * JITTER
-    print(f"MD: 16 x H20, decode batch {a.batch} at {a.context} tokens: step {step * 1e3:.1f} ms")
+    p = price_handoff(batch=a.batch, context=a.context, tokens=a.tokens)
     print(
-        f"Extend-Decode ({a.tokens} tokens): 1.5 KB; extend step {ext * 1e3:.1f} ms; "
-        f"send->ack mean {ed_mean * 1e3:.0f} ms, max {ed_max * 1e3:.0f} ms"
+        f"MD: 16 x H20, decode batch {a.batch} at {a.context} tokens: step "
+        f"{p.md_step_s * 1e3:.1f} ms"
     )
     print(
-        f"KV handoff: {kv_bytes / 1e3:.0f} KB; copies {copy_rld * 1e3:.2f} + "
-        f"{copy_md * 1e3:.2f} ms; send->ack mean {kv_mean * 1e3:.0f} ms, max "
-        f"{kv_max * 1e3:.0f} ms on an idle WAN (queueing behind prompt KV not modelled)"
+        f"Extend-Decode ({a.tokens} tokens): 1.5 KB; extend step {p.extend_step_s * 1e3:.1f} ms; "
+        f"send->ack mean {p.ed_mean_s * 1e3:.0f} ms, max {p.ed_max_s * 1e3:.0f} ms"
+    )
+    print(
+        f"KV handoff: {p.kv_bytes / 1e3:.0f} KB; copies {p.kv_copy_rld_s * 1e3:.2f} + "
+        f"{p.kv_copy_md_s * 1e3:.2f} ms; send->ack mean {p.kv_mean_s * 1e3:.0f} ms, max "
+        f"{p.kv_max_s * 1e3:.0f} ms on an idle WAN (queueing behind prompt KV not modelled)"
     )
 
 

@@ -67,6 +67,7 @@ def trace() -> None:
         "nightly": "pddbench.harness.cli.nightly:nightly",
         "engines": "pddbench.harness.cli.engines:engines",
         "regress": "pddbench.harness.cli.report:regress_command",
+        "experiment": "pddbench.harness.cli.experiment:experiment",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )

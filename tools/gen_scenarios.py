@@ -55,21 +55,22 @@ SLA = CLIENT + '''
 '''
 
 
-def cost(a: int, b: int, line: float) -> str:
-    gpus = f"h800-sxm = {a}" + (f", h20 = {b}" if b else "")
+def cost(line: float) -> str:
     return f'''
 [cost]  # A-equivalents: one H800 = 1.0; a dedicated inter-DC line ~0.3 (inferred from the report)
 # ASSUMPTION, override here: h20 = 1.25 applies the PDD report's "B costs 20-30 % more than A"
-# to the H800 / H20 pair, whose market prices run the other way (an H20 lists below an H800)
+# to the H800 / H20 pair, whose market prices run the other way (an H20 lists below an H800);
+# the report shows the verdict at B = 0.8, 1.0 and 1.25 A.
+# GPU counts come from the instances above (hardware x chips): cost = sum + line_cost.
 unit_price = {{ "h800-sxm" = 1.0, h20 = 1.25 }}
-gpus = {{ {gpus} }}
 line_cost = {line}
 '''
 
 
-def deployment(architecture: str, instances: list[tuple[str, str, str, str]], extra: str = "",
-               md_cache: bool = True) -> str:
+def deployment(architecture: str, instances: list[tuple[str, str, str, str, int]],
+               sizing: str, extra: str = "", md_cache: bool = True) -> str:
     out = f'''
+# Sizing (equal-cost comparison after PDD.md, E10): {sizing}
 [deployment]
 architecture = "{architecture}"
 model = "pdd-flagship-1t"
@@ -80,14 +81,14 @@ id = "router"
 role = "router"
 datacenter = "dc-a"
 '''
-    for ident, role, dc, hw in instances:
+    for ident, role, dc, hw, chips in instances:
         out += f'''
 [[deployment.instances]]
 id = "{ident}"
 role = "{role}"
 datacenter = "{dc}"
 hardware = "{hw}"
-chips = 16
+chips = {chips}
 '''
         if role in ("decode", "main-decode") and dc == "dc-b" and not md_cache:
             out += "prefix_cache = false\n"
@@ -95,15 +96,34 @@ chips = 16
 
 
 A, B = "h800-sxm", "h20"
-PD_SAME = [("p0", "prefill", "dc-a", A), ("p1", "prefill", "dc-a", A),
-           ("d0", "decode", "dc-a", A), ("d1", "decode", "dc-a", A)]
-PD_CROSS = [("p0", "prefill", "dc-a", A), ("p1", "prefill", "dc-a", A),
-            ("d0", "decode", "dc-b", B), ("d1", "decode", "dc-b", B)]
-PDD = [("p0", "prefill", "dc-a", A), ("p1", "prefill", "dc-a", A),
-       ("rld0", "relay-decode", "dc-a", A),
-       ("md0", "main-decode", "dc-b", B), ("md1", "main-decode", "dc-b", B)]
-COLO = [("c0", "colocated", "dc-a", A), ("c1", "colocated", "dc-a", A),
-        ("c2", "colocated", "dc-a", A), ("c3", "colocated", "dc-a", A)]
+# Chips per instance: any count whose HBM holds the model's 1.04 TB of FP8 weights with the
+# 10 % reserve: >= 15 H800 (72 GB usable each) or >= 13 H20 (86.4 GB); the servers refuse
+# fewer. The budgets follow the published comparison: 88 A for the same-DC baseline; 43 A
+# (P + RLD) + 32 B (MD) + the line for PDD; the cross-DC baselines at PDD's budget.
+PD_SAME = [("p0", "prefill", "dc-a", A, 22), ("p1", "prefill", "dc-a", A, 22),
+           ("d0", "decode", "dc-a", A, 22), ("d1", "decode", "dc-a", A, 22)]
+PD_SAME_WHY = (
+    "88 x A split evenly, 2 P + 2 D of 22 H800 each (three nodes\n"
+    "# per instance). An even P:D split is the neutral choice for a homogeneous PD baseline; 22\n"
+    "# chips leave ~0.54 TB of KV room (~11.7 M tokens) per decode instance beside the weights.")
+PD_CROSS = [("p0", "prefill", "dc-a", A, 22), ("p1", "prefill", "dc-a", A, 21),
+            ("d0", "decode", "dc-b", B, 16), ("d1", "decode", "dc-b", B, 16)]
+PD_CROSS_WHY = (
+    "PDD's budget exactly: its 43 H800 + 32 H20 + the line.\n"
+    "# Naive cross-DC PD has no relay role, so all 43 H800 prefill (2 P of 22 + 21); the 32 H20\n"
+    "# decode as PDD's MDs do (2 D of 16). Equal hardware isolates the mechanism.")
+PDD = [("p0", "prefill", "dc-a", A, 27),
+       ("rld0", "relay-decode", "dc-a", A, 16),
+       ("md0", "main-decode", "dc-b", B, 16), ("md1", "main-decode", "dc-b", B, 16)]
+PDD_WHY = (
+    "43 H800 (P + RLD) + 32 H20 (MD) + the line, as published.\n"
+    "# RLD generates ~6 % of the output tokens (MD : RLD ~ 15 : 1, PDD.md), so it gets the\n"
+    "# smallest whole-node count that holds the weights (16 = 2 nodes); P gets the other 27\n"
+    "# as one instance (two P would need >= 30 chips and leave RLD below the weights' 15).\n"
+    "# MD: 2 x 16 H20.")
+COLO = [("c0", "colocated", "dc-a", A, 22), ("c1", "colocated", "dc-a", A, 22),
+        ("c2", "colocated", "dc-a", A, 22), ("c3", "colocated", "dc-a", A, 22)]
+COLO_WHY = "88 x A as the same-DC baseline: 4 colocated instances of 22 H800."
 
 PDD_POLICY = '''[deployment.routing]
 pipeline_policy = "{policy}"
@@ -129,67 +149,69 @@ SCENARIOS = {
     "same-dc-pd": dict(
         title="Same-datacenter homogeneous PD (baseline)",
         comment="H800 prefill and decode in one datacenter; KV over the intra-DC network.",
-        description="Same-DC PD: 2 P + 2 D on H800 in DC A",
-        body=deployment("pd", PD_SAME) + NETWORK_ONE_DC + SLA + cost(64, 0, 0.0)),
+        description="Same-DC PD: 2 P + 2 D (22 H800 each) in DC A = 88 A",
+        body=deployment("pd", PD_SAME, PD_SAME_WHY) + NETWORK_ONE_DC + SLA + cost(0.0)),
     "cross-dc-pd": dict(
         title="Naive cross-datacenter PD (baseline): no decode-side cache",
         comment="H800 prefill in DC A, H20 decode in DC B; D keeps no prefix cache, so every "
         "request ships its whole KV over the WAN\n# (a 64K prompt: 3 GB, ~2.4 s at 10 Gbit/s).",
-        description="Naive cross-DC PD: 2 P (H800, DC A) -> 2 D (H20, DC B), no decode-side cache",
-        body=deployment("pd", PD_CROSS, md_cache=False) + NETWORK_TWO_DC + SLA
-        + cost(32, 32, 0.3)),
+        description="Naive cross-DC PD: 2 P (43 H800, DC A) -> 2 D (32 H20, DC B), "
+        "no decode-side cache",
+        body=deployment("pd", PD_CROSS, PD_CROSS_WHY, md_cache=False) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "cross-dc-pd-drc": dict(
         title="Cross-datacenter PD with a decode-side radix cache (second baseline, E11)",
         comment="As cross-dc-pd, but D keeps a prefix cache: only the suffix D lacks crosses "
         "the WAN.",
-        description="Cross-DC PD with decode-side radix cache: 2 P (H800, DC A) -> 2 D (H20, DC B)",
-        body=deployment("pd", PD_CROSS) + NETWORK_TWO_DC + SLA + cost(32, 32, 0.3)),
+        description="Cross-DC PD with decode-side radix cache: 2 P (43 H800, DC A) -> "
+        "2 D (32 H20, DC B)",
+        body=deployment("pd", PD_CROSS, PD_CROSS_WHY) + NETWORK_TWO_DC + SLA + cost(0.3)),
     "pdd": dict(
         title="PDD: Prefill - RelayDecode - MainDecode",
         comment="Hit-rate-aware routing, dual-path KV, Extend-Decode, adaptive handoff.",
-        description="PDD: 2 P + 1 RLD (H800, DC A), 2 MD (H20, DC B)",
-        body=deployment("pdd", PDD, pdd_policy()) + NETWORK_TWO_DC + SLA + cost(48, 32, 0.3)),
+        description="PDD: 1 P (27 H800) + 1 RLD (16 H800) in DC A, 2 MD (32 H20) in DC B",
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy()) + NETWORK_TWO_DC + SLA + cost(0.3)),
     "pdd-kv-handoff": dict(
         title="PDD ablation: ship RLD's KV at handoff instead of Extend-Decode (E7)",
         comment="Same as pdd with handoff transfer = kv.",
         description="PDD with KV handoff instead of Extend-Decode",
-        body=deployment("pdd", PDD, pdd_policy(transfer="kv")) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(transfer="kv")) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "pdd-one-shot": dict(
         title="PDD ablation: one-shot handoff only (E8)",
         comment="Same as pdd with the handoff schedule fixed to one-shot.",
         description="PDD with one-shot handoff",
-        body=deployment("pdd", PDD, pdd_policy(schedule="one-shot")) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(schedule="one-shot")) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "pdd-catch-up": dict(
         title="PDD ablation: catch-up handoff only (E8)",
         comment="Same as pdd with the handoff schedule fixed to catch-up (batches of 64).",
         description="PDD with catch-up handoff",
-        body=deployment("pdd", PDD, pdd_policy(schedule="catch-up")) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(schedule="catch-up")) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "pdd-rld-only": dict(
         title="PDD ablation: allow P->RLD-only completion of low-hit requests (E9)",
         comment="The design PDD rejects: MD's hit rate drifts, RLD overloads.",
         description="PDD allowing P->RLD-only completion (expected to degrade)",
-        body=deployment("pdd", PDD, pdd_policy(rld_only=True)) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(rld_only=True)) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "pdd-no-drc": dict(
         title="PDD ablation: no decode-side radix cache on MD (E11)",
         comment="MD keeps no prefix cache; P must ship every request's full KV.",
         description="PDD without decode-side radix cache",
-        body=deployment("pdd", PDD, pdd_policy(), md_cache=False) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(), md_cache=False) + NETWORK_TWO_DC + SLA
+        + cost(0.3)),
     "pdd-always-relay": dict(
         title="PDD ablation: relay every request through RLD",
         comment="Routing ignores hit rates; every request takes P->RLD->MD.",
         description="PDD relaying every request",
-        body=deployment("pdd", PDD, pdd_policy(policy="always-relay")) + NETWORK_TWO_DC + SLA
-        + cost(48, 32, 0.3)),
+        body=deployment("pdd", PDD, PDD_WHY, pdd_policy(policy="always-relay")) + NETWORK_TWO_DC
+        + SLA + cost(0.3)),
     "colocated": dict(
         title="Colocated baseline",
         comment="Prefill and decode on the same H800 instances, one datacenter.",
-        description="Colocated: 4 H800 instances in DC A",
-        body=deployment("colocated", COLO) + NETWORK_ONE_DC + SLA + cost(64, 0, 0.0)),
+        description="Colocated: 4 x 22 H800 in DC A = 88 A",
+        body=deployment("colocated", COLO, COLO_WHY) + NETWORK_ONE_DC + SLA + cost(0.0)),
 }
 
 

@@ -94,16 +94,18 @@ def load_trace(path: Path) -> Trace:
         raise TraceError(f"{path}: cannot read trace ({type(exc).__name__}: {exc})") from None
 
 
-def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan) -> dict[str, object]:
-    return {
+def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan | None) -> dict[str, object]:
+    """The trace's manifest entry (without a plan: less what each run's plan replayed)."""
+    info: dict[str, object] = {
         "path": str(path),
         "digest": file_digest(path),
         "requests": trace.num_requests,
         "epoch": trace.epoch,
         "source": trace.source,
-        "replayed": plan.selection_note,
-        "replayed_requests": len(plan.requests),
     }
+    if plan is not None:
+        info.update(replayed=plan.selection_note, replayed_requests=len(plan.requests))
+    return info
 
 
 def replay_main(
@@ -119,8 +121,13 @@ def replay_main(
     check_probes: bool = True,
     locust: LocustSettings | None = None,
     fail_on_errors: bool = False,
+    report: bool = True,
+    quick: bool = False,
 ) -> int:
     """Run the replays; returns the exit status (``locust``: use the Locust engine).
+
+    A long trace with no selection option is the main job: every system walks the shared
+    load ladder and the run ends with the verdict (:mod:`pddbench.harness.main_job`).
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
@@ -143,6 +150,15 @@ def replay_main(
         check_prompts(plan, options)
     else:
         ready_scenarios(scenarios, plan, options)
+    if default_note and target is None and locust is None:
+        from pddbench.harness.main_job import main_verdict
+
+        try:
+            return main_verdict(scenarios, trace=trace, options=options, out_root=out_root,
+                                argv=argv, trace_info=trace_manifest(trace, trace_path, None),
+                                emulate=emulate, check_probes=check_probes, quick=quick)
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
     runs: list[RunPaths] = []
@@ -178,10 +194,10 @@ def replay_main(
             locust=locust,
         )
         if failed and not interrupted:
-            print_comparison(runs)
+            print_comparison(runs, html=report)
             failure_status(runs, fail_on_errors=fail_on_errors)
             return EXIT_FAILED
-    print_comparison(runs)
+    print_comparison(runs, html=report)
     if interrupted:
         return EXIT_INTERRUPTED
     return failure_status(runs, fail_on_errors=fail_on_errors)

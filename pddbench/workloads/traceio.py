@@ -135,6 +135,19 @@ def _read_parquet(path: Path) -> pa.Table:
         ) from None
 
 
+def _check_epoch(path: Path, epoch: str) -> None:
+    """The epoch must be an ISO-8601 date-time that arrivals can be added to."""
+    from datetime import datetime
+
+    try:
+        year = datetime.fromisoformat(epoch).year
+    except ValueError:
+        year = None
+    if year is None or not 1 < year < 9000:
+        msg = f"{path}: epoch {epoch[:60]!r} is not an ISO-8601 date-time (years 2-8999)"
+        raise TraceError(msg, details=[msg])
+
+
 def read_trace(path: str | Path, *, validate: bool = True, for_replay: bool = False) -> Trace:
     """Read a canonical trace; raises :class:`TraceError` listing every problem found.
 
@@ -167,6 +180,8 @@ def read_trace(path: str | Path, *, validate: bool = True, for_replay: bool = Fa
     except json.JSONDecodeError:
         source = {"text": source_text}
     epoch = meta.get(META_EPOCH)
+    if epoch and validate:
+        _check_epoch(path, epoch.decode(errors="replace"))
     return Trace(
         table=table,
         epoch=epoch.decode() if epoch else None,

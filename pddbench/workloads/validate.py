@@ -316,11 +316,13 @@ def _number_findings(r: _Rows) -> list[_Finding]:
 # a prompt or an output beyond 1 Mi tokens is past every model's context and would
 # allocate gigabytes per request; a block must hold the digits that keep prompts of
 # different hashes apart (materialize.Materializer) at the default client vocabulary
-# (32000 ids from 1000 on: 5 tokens; a smaller vocabulary is checked when it is used).
+# (32000 ids from 1000 on: 5 tokens; a smaller vocabulary is checked when it is used);
+# a session starting decades into the trace is a unit error, not a schedule.
 MAX_TOKENS = 1 << 20
 MAX_BLOCK_SIZE = 1 << 16
 MIN_BLOCK_SIZE = 5
 MAX_ID_CHARS = 256
+MAX_ARRIVAL_S = 1e9  # 31 years of trace
 _ID_ALLOWED = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"  # printable ASCII, no edge blanks
 
 
@@ -334,6 +336,8 @@ def _limit_findings(r: _Rows) -> list[_Finding]:
     for name, values in ((Col.INPUT_LENGTH, r.input_length), (Col.OUTPUT_LENGTH, r.output_length)):
         add(name, values > MAX_TOKENS,
             lambda i, v=values: f"{v[i]} is more than the {MAX_TOKENS} tokens a replay sends")
+    add(Col.ARRIVAL, r.arrival > MAX_ARRIVAL_S,
+        lambda i: f"{r.arrival[i]:g} s is past the replay's limit of {MAX_ARRIVAL_S:g} s")
     add(Col.BLOCK_SIZE, (r.block_size > 0) & (r.block_size < MIN_BLOCK_SIZE),
         lambda i: f"{r.block_size[i]} is below the {MIN_BLOCK_SIZE} tokens a block needs to "
         "keep prompts of different hashes apart")
@@ -466,7 +470,28 @@ def _id_findings(r: _Rows) -> list[_Finding]:
         f.append(_Finding(
             Col.PARENT_SESSION_ID, np.flatnonzero(own_psess), lambda _i: "names its own session"
         ))
+    cyclic = _session_cycles(r) & ~own_psess
+    if cyclic.any():
+        f.append(_Finding(
+            Col.PARENT_SESSION_ID,
+            np.flatnonzero(cyclic),
+            lambda i: f"session {r.sid(i)} is its own ancestor through parent_session_id",
+        ))
     return f
+
+
+def _session_cycles(r: _Rows) -> np.ndarray:
+    """Rows naming a parent session from which the parent chain never ends (a cycle)."""
+    n = len(r.sid_values)
+    names = ~r.psid_null & (r.psid_code >= 0) & (r.sid_code >= 0)
+    if n == 0 or not names.any():
+        return names
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[r.sid_code[names]] = r.psid_code[names]
+    ahead = parent.copy()
+    for _ in range(int(np.ceil(np.log2(n + 1))) + 1):  # 2^k steps ahead, past any chain
+        ahead = np.where(ahead >= 0, ahead[np.maximum(ahead, 0)], -1)
+    return names & (ahead[np.maximum(r.sid_code, 0)] >= 0)
 
 
 def _turn_findings(r: _Rows) -> list[_Finding]:

@@ -65,3 +65,57 @@ def test_cost_model_validation() -> None:
     with pytest.raises(UserError, match=r"m\.json"):
         cost_from_mapping({"unit_price": {"A": 1}, "gpus": {"A": -1}}, where="m.json")
     assert cost_from_mapping(None, where="m.json") is None
+
+
+# -- cost derived from the deployment ------------------------------------------------------
+from pddbench.harness.analysis.cost import (  # noqa: E402
+    Chips,
+    CostSettings,
+    derive_cost,
+    sensitivity,
+)
+
+PRICES = CostSettings(unit_price={"A": 1.0, "B": 1.25}, line_cost=0.3)
+PDD_CHIPS = [
+    Chips("p0", "prefill", "A", 27),
+    Chips("rld0", "relay-decode", "A", 16),
+    Chips("md0", "main-decode", "B", 16),
+    Chips("md1", "main-decode", "B", 16),
+]
+
+
+def test_cost_is_instances_times_chips_times_price_plus_line() -> None:
+    cost = derive_cost(PRICES, PDD_CHIPS)
+    assert cost.gpus == {"A": 43, "B": 32}
+    assert cost.total == pytest.approx(43 + 32 * 1.25 + 0.3)
+    assert [(i.role, i.instances, i.cost) for i in cost.breakdown] == [
+        ("prefill", ["p0"], 27.0),
+        ("relay-decode", ["rld0"], 16.0),
+        ("main-decode", ["md0", "md1"], 40.0),
+        ("line", [], 0.3),
+    ]
+    assert sum(i.cost for i in cost.breakdown) == pytest.approx(cost.total)
+    assert "2×16 B (main-decode)" in cost.describe() and "line 0.3" in cost.describe()
+    # written and read by the same class: the manifest form round-trips, total included
+    dumped = cost.model_dump(mode="json")
+    assert dumped["total"] == pytest.approx(83.3)
+    assert cost_from_mapping(dumped, where="m.json") == cost
+
+
+def test_declared_counts_must_agree_with_the_instances() -> None:
+    agree = PRICES.model_copy(update={"gpus": {"A": 43, "B": 32}})
+    assert derive_cost(agree, PDD_CHIPS).total == pytest.approx(83.3)
+    stale = PRICES.model_copy(update={"gpus": {"A": 48, "B": 32}})
+    with pytest.raises(ValueError, match=r"cost\.gpus .*A = 48.* disagrees .*A = 43"):
+        derive_cost(stale, PDD_CHIPS)
+    with pytest.raises(ValueError, match="no price for 'C'"):
+        derive_cost(PRICES, [Chips("x", "decode", "C", 8)])
+
+
+def test_b_price_sensitivity_reprices_one_type() -> None:
+    cost = derive_cost(PRICES, PDD_CHIPS)
+    assert cost.priced_types() == ["B"]
+    points = sensitivity(cost, "B", (0.8, 1.0, 1.25))
+    assert [p.cost for p in points] == pytest.approx([43 + 25.6 + 0.3, 75.3, 83.3])
+    repriced = cost.repriced("B", 0.8)
+    assert sum(i.cost for i in repriced.breakdown) == pytest.approx(repriced.total)

@@ -200,15 +200,18 @@ def test_renders_in_headless_chromium(runs: list[Path], tmp_path: Path) -> None:
 
 
 def test_capacity_curve_file_is_drawn(runs: list[Path], tmp_path: Path) -> None:
-    from pddbench.harness.analysis.capacity import CapacityPoint, find_capacity, to_curve
+    from pddbench.harness.plan.ladder import LadderSearch, LadderSettings, PointMeasure
     from pddbench.harness.report.figures_system import load_curves
 
-    res = find_capacity(
-        lambda x: CapacityPoint(load_scale=x, attainment=1.0 / (1.0 + 2.0 ** (x - 3.0)))
-    )
+    search = LadderSearch(LadderSettings(), target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    for met in (500, 500, 480):
+        w = search.next_window()
+        assert w is not None
+        search.record(PointMeasure(w, 500, met, {"ttft": met}, 3, 60.0, 500 / 60.0))
     path = tmp_path / "capacity.json"
-    path.write_text(to_curve(res, system="pdd", sla={}).model_dump_json())
+    path.write_text(search.verdict("pdd").model_dump_json())
     report = build_report(runs[2:3], capacity_files=[path])
     assert report.load == {} and len(report.capacity) == 1
+    assert report.capacity[0].capacity_load_scale == 1.5 and len(report.capacity[0].points) == 3
     fig = load_curves(report)
     assert fig is not None and fig.png.startswith(b"\x89PNG")

@@ -109,3 +109,30 @@ def test_check_per_request() -> None:
     np.testing.assert_array_equal(res.met, [True, True, False, False, False, False])
     none = check(SLA(), RecordSet.from_arrow(rows_table(rows)))
     np.testing.assert_array_equal(none.met, [True] * 5 + [False])
+
+
+def test_e2e_bound_scales_with_the_work_asked() -> None:
+    """A long output that meets TTFT and TPOT meets E2E too (attainable by construction)."""
+    rows = [
+        dict(
+            request_id=f"r{i}",
+            session_id="s",
+            turn_index=i,
+            intended_send_s=0.0,
+            ttft_s=2.0,
+            tpot_s=0.029,
+            e2e_s=2.0 + 0.029 * (out - 1),
+            output_tokens=out,
+            expected_output_tokens=out,
+        )
+        for i, out in enumerate((100, 2619, 5415))
+    ]
+    records = RecordSet.from_arrow(rows_table(rows))
+    scaled = check(SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0), records)
+    np.testing.assert_array_equal(scaled.met, [True, True, True])
+    fixed = check(SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0, e2e_mode="fixed"), records)
+    np.testing.assert_array_equal(fixed.e2e_ok, [True, False, False])  # 77.9 s, 159 s > 30 s
+    slow = [dict(r, e2e_s=100.0) for r in rows]  # a stall beyond the per-token bound fails
+    res = check(SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0), RecordSet.from_arrow(rows_table(slow)))
+    np.testing.assert_array_equal(res.e2e_ok, [False, False, True])
+    assert "TTFT + output tokens x TPOT" in SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0).describe()

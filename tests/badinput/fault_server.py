@@ -18,6 +18,8 @@ fault case: ``--target http://127.0.0.1:PORT/<mode>`` makes the client post to
 ``cut``          connection closed mid-stream; ``stall``: stops after one token
 ``slow``         0.3 s per token (for the whole-request timeout)
 ``paced``        ok, 20 ms per token
+``huge-numbers`` ok, but the server's timing fields are past 64-bit integers
+``usage-huge``   text chunks, ``usage.completion_tokens`` past 64-bit integers
 
 With ``--log FILE`` every response the server finished is appended there as
 ``<request id> <monotonic time>`` (flushed at once): the ground truth of which requests
@@ -59,13 +61,19 @@ async def completions(request: web.Request) -> web.StreamResponse:
     for i in range(count):
         text = "data: [DONE]" if mode == "done-in-text" and i == 1 else f" t{i}"
         choice: dict[str, object] = {"text": text}
-        if mode not in ("text-only", "usage-zero"):
+        if mode not in ("text-only", "usage-zero", "usage-huge"):
             choice["token_ids"] = [stream.token(i)]
         events.append(_event({"choices": [choice]}, sep))
     if mode not in ("text-only", "done-only"):
         done = 0 if mode == "usage-zero" else count
         usage = {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": done}
-        events.append(_event({"choices": [], "usage": usage}, sep))
+        final: dict[str, object] = {"choices": [], "usage": usage}
+        if mode == "huge-numbers":  # server timing fields and usage past int64
+            final["pdd"] = {"wan_bytes": 1e300, "relay_tokens": 10**30, "pipeline": "P->D"}
+            usage["prompt_tokens_details"] = {"cached_tokens": 10**30}
+        if mode == "usage-huge":  # text chunks; usage claims 10^30 tokens
+            usage["completion_tokens"] = 10**30
+        events.append(_event(final, sep))
     if mode == "bad-json":
         events.insert(len(events) // 2, b"data: {not json\n\n")
     if mode == "non-object":

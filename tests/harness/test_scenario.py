@@ -135,3 +135,61 @@ def test_engine_that_dies_is_named_with_its_log(tmp_path) -> None:
     assert "Traceback" not in res.stderr
     (run,) = [p for p in (tmp_path / "o").iterdir() if p.is_dir()]
     assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
+
+
+# -- cost derived from the deployment (equal-cost comparison, PDD.md E10) -------------------
+def _show_cost(name: str) -> dict:
+    res = subprocess.run(
+        [*PDDBENCH, "scenario", "show", name, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    return json.loads(res.stdout)["cost"]
+
+
+def test_builtin_costs_follow_the_published_equal_cost_comparison() -> None:
+    same, cross, drc, pdd = (
+        _show_cost(n) for n in ("same-dc-pd", "cross-dc-pd", "cross-dc-pd-drc", "pdd")
+    )
+    assert same["total"] == pytest.approx(88.0) and same["gpus"] == {"h800-sxm": 88}
+    assert pdd["gpus"] == {"h800-sxm": 43, "h20": 32} and pdd["line_cost"] > 0
+    assert -0.08 <= pdd["total"] / same["total"] - 1 <= -0.03
+    for baseline in (cross, drc):
+        assert abs(baseline["total"] / pdd["total"] - 1) <= 0.02
+    for cost in (same, cross, drc, pdd):  # the breakdown adds up to the total
+        assert sum(i["cost"] for i in cost["breakdown"]) == pytest.approx(cost["total"])
+    # every instance is costed, and at the chips it runs on
+    scen = load_scenario("pdd")
+    chips = {i.id: i.chips for i in scen.deployment_config.instances if i.role.value != "router"}
+    costed = {n: i["chips"] for i in pdd["breakdown"] for n in i["instances"]}
+    assert costed == chips
+
+
+def test_cost_counts_that_disagree_with_the_instances_exit_2(tmp_path) -> None:
+    text = (ROOT / "pddbench/scenarios/pdd.toml").read_text()
+    stale = tmp_path / "stale.toml"
+    stale.write_text(
+        text.replace("line_cost = 0.3", 'line_cost = 0.3\ngpus = { "h800-sxm" = 48, h20 = 32 }')
+    )
+    for argv in (["scenario", "show", str(stale), "--json"], ["scenario", "validate", str(stale)]):
+        res = subprocess.run([*PDDBENCH, *argv], capture_output=True, text=True, cwd=ROOT)
+        assert res.returncode == 2, res
+        assert res.stdout == "" and "Traceback" not in res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cost.gpus" in lines[0] and "h800-sxm = 43" in lines[0]
+    agreeing = tmp_path / "agree.toml"
+    agreeing.write_text(
+        text.replace("line_cost = 0.3", 'line_cost = 0.3\ngpus = { "h800-sxm" = 43, h20 = 32 }')
+    )
+    assert load_scenario(str(agreeing)).cost_model.total == pytest.approx(83.3)
+
+
+def test_manifest_cost_reads_back_as_a_scenario() -> None:
+    """A run's manifest records the derived cost; resume re-validates it as a scenario."""
+    from pddbench.harness.config.scenario import Scenario
+
+    scen = load_scenario("cross-dc-pd")
+    again = Scenario.model_validate(scen.manifest())
+    assert again.cost_model == scen.cost_model

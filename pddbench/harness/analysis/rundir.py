@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.capacity import CapacityCurve
+from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
@@ -33,6 +35,7 @@ from pddbench.harness.analysis.recordset import (
     RecordSet,
 )
 from pddbench.harness.analysis.sla import SLA, sla_from_mapping
+from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import REQUIRED_COLUMNS
@@ -48,6 +51,7 @@ class RunData:
     links: pa.Table | None = None
     server_metrics: pa.Table | None = None
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # the capacity verdict, when the file holds one
 
     @property
     def run_id(self) -> str:
@@ -95,9 +99,36 @@ def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     columns = [c for c in schema.names if c in wanted]
     try:
         table = pq.read_table(path, columns=columns)
-        return RecordSet.from_arrow(table)
+        records = RecordSet.from_arrow(table)
     except (OSError, pa.ArrowException) as exc:
         raise UserError(f"{path}: cannot read records: {exc}") from None
+    check_latencies(records, path)
+    return records
+
+
+_LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
+
+
+def check_latencies(records: RecordSet, path: Path) -> None:
+    """Refuse records the metrics would silently drop: a negative TTFT, a negative
+    latency of an ok request, or an ok request without a TTFT or an end-to-end time (no
+    harness writes any of these)."""
+    ok = records.ok
+    for column in _LATENCIES:
+        if column not in records.num:
+            continue
+        values = records.num[column]
+        with np.errstate(invalid="ignore"):
+            negative = np.flatnonzero((values < 0) & (ok | (column == "ttft_s")))
+        if negative.size:
+            i = int(negative[0])
+            raise UserError(f"{path}: row {i}: {column} {values[i]:g} is negative")
+        if column != "tpot_s":  # TPOT is undefined below two tokens
+            missing = np.flatnonzero(ok & ~np.isfinite(values))
+            if missing.size:
+                raise UserError(
+                    f"{path}: row {int(missing[0])}: {column} is missing for an ok request"
+                )
 
 
 def _optional_table(path: Path) -> pa.Table | None:
@@ -110,8 +141,30 @@ def _optional_table(path: Path) -> pa.Table | None:
 
 
 def read_capacity(path: Path) -> CapacityCurve:
+    """A capacity file: a ladder verdict (``basis`` present) or an older curve."""
+    verdict = read_verdict(path)
+    if verdict is not None:
+        return curve_from_verdict(verdict)
+    return _read_model(path, CapacityCurve)
+
+
+def read_verdict(path: Path) -> LadderVerdict | None:
+    """The ladder verdict in a capacity file (``None`` for an older curve file)."""
     try:
-        return CapacityCurve.model_validate_json(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    return _read_model(path, LadderVerdict, text) if '"basis"' in text else None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _read_model(path: Path, model: type[_M], text: str | None = None) -> _M:
+    try:
+        return model.model_validate_json(
+            text if text is not None else path.read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
@@ -128,7 +181,9 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
     paths = RunPaths(folder)
     manifest = RunManifest.load(folder)
     records = read_records(paths.requests, token_times=token_times)
-    capacity = read_capacity(paths.capacity) if paths.capacity.is_file() else None
+    has_capacity = paths.capacity.is_file()
+    capacity = read_capacity(paths.capacity) if has_capacity else None
+    ladder = read_verdict(paths.capacity) if has_capacity else None
     return RunData(
         path=folder,
         manifest=manifest,
@@ -136,4 +191,5 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
         links=_optional_table(paths.links),
         server_metrics=_optional_table(paths.server_metrics),
         capacity=capacity,
+        ladder=ladder,
     )

@@ -40,6 +40,7 @@ from pddbench.harness.analysis.series import (
 from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import RunManifest
 
 
@@ -71,6 +72,7 @@ class RunAnalysis:
     manifest: RunManifest | None = None  # None: analysed from records alone
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
+    ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
     server: ServerCounters | None = None  # the servers' own counters (server_metrics)
 
 
@@ -150,5 +152,6 @@ def analyze_run(
     result.manifest = run.manifest
     result.links = _links(run)
     result.capacity = run.capacity
+    result.ladder = run.ladder
     result.server = server_counters(run.server_metrics)
     return result

@@ -1,11 +1,13 @@
-"""``pddbench capacity``: the highest offered load at which a system still meets its SLA.
+"""``pddbench capacity``: SLA goodput at capacity for one system, on the shared load ladder.
 
-Deploys the scenario **once** and runs a short replay per load point (load scale = the
-factor by which session arrivals are compressed on top of the base selection), each in
-its own run folder; the search itself (bracketing, then interpolation) is the pure
-:func:`~pddbench.harness.analysis.capacity.find_capacity`. Writes ``capacity.json`` (the
-load/attainment/goodput curve) into the last run folder and next to the runs, so
-``pddbench report`` draws it.
+Deploys the scenario **once** and walks the ladder (:mod:`pddbench.harness.plan.ladder`):
+each point replays its own slice of the trace (sessions no earlier point sent), at
+``base speed-up × load``, for a warm-up plus a measured interval, in its own run folder;
+the walk stops at the first point that misses the SLA attainment target. The same
+settings give every system the same loads. Writes the verdict (``capacity.json``: every
+point with its Wilson interval, the capacity, its interval and its basis) into the last
+point's run folder and the ladder's folder, so ``pddbench report`` draws it. The I/O is
+:func:`pddbench.harness.capacity_run.run_ladder`, shared with the main job.
 """
 
 from __future__ import annotations
@@ -16,18 +18,19 @@ from pathlib import Path
 
 import click
 
-from pddbench.harness.analysis.capacity import CapacityPoint, find_capacity, to_curve
-from pddbench.harness.analysis.rundir import load_run
+from pddbench.errors import UserError
 from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
-from pddbench.harness.analysis.summary import analyze_run
+from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
 from pddbench.harness.cli.options import build_options, parse_duration, selection_options
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.deploy.systems import deploy, enter_netns
-from pddbench.harness.drive.live import LiveView
-from pddbench.harness.drive.replay import prepare, run_replay
-from pddbench.harness.pipeline import load_trace, scenario_options, trace_manifest
-from pddbench.harness.rundir.folder import RunPaths, new_run
-from pddbench.harness.rundir.manifest import RunManifest
+from pddbench.harness.pipeline import (
+    load_trace,
+    require_emulation,
+    scenario_options,
+    trace_manifest,
+)
+from pddbench.harness.plan.default_window import default_selection
+from pddbench.harness.plan.ladder import DEFAULT_LADDER, LadderSettings
 
 
 @click.command("capacity")
@@ -36,78 +39,72 @@ from pddbench.harness.rundir.manifest import RunManifest
 @click.option("--target", "target_pct", type=float, default=None,
               help="SLA attainment target in percent (default: the scenario's SLA target).")
 @click.option("--sla", "sla_text", default=None, help="SLA overrides, e.g. ttft=2,tpot=30ms.")
-@click.option("--start", "start_load", type=float, default=1.0, show_default=True,
-              help="First load scale to try.")
+@click.option("--start", "start_load", type=float, default=DEFAULT_LADDER.start, show_default=True,
+              help="First load scale of the ladder (x the base arrival rate).")
+@click.option("--growth", type=float, default=DEFAULT_LADDER.growth, show_default=True,
+              help="Load factor between ladder points.")
+@click.option("--points", "max_points", type=int, default=DEFAULT_LADDER.max_points,
+              show_default=True,
+              help="Ladder length (the search is bounded in points).")
 @click.option("--point-duration", default="60s", show_default=True,
-              help="How long each load point sends requests.")
-@click.option("--max-runs", type=int, default=6, show_default=True)
+              help="Measured time per point (after the warm-up).")
+@click.option("--warmup", default="10s", show_default=True,
+              help="Excluded at the start of every point (recorded).")
+@click.option("--max-lag", "max_lag", default="0.5s", show_default=True,
+              help="A point whose schedule lag P99 exceeds this is recorded but excluded.")
+@click.option("--request-limit", "request_limit", default="45s", show_default=True,
+              help="A point's requests are cut this long after they were sent; a cut one "
+              "whose SLA bound lies beyond it is censored (excluded, counted).")
 @click.option("--out", "out_root", type=click.Path(path_type=Path), default=Path("results"),
               show_default=True)
 @click.option("--no-emulation", is_flag=True)
 @selection_options
 def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla_text: str | None,
-             start_load: float, point_duration: str, max_runs: int, out_root: Path,
-             no_emulation: bool, **kw: object) -> None:
-    """Find the highest load (arrival-rate scale) meeting the SLA attainment target."""
+             start_load: float, growth: float, max_points: int, point_duration: str,
+             warmup: str, max_lag: str, request_limit: str, out_root: Path, no_emulation: bool,
+             **kw: object) -> None:
+    """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
     options = build_options(**kw)  # type: ignore[arg-type]
     scenario = load_scenario(scenario_name)
-    options = dataclasses.replace(
-        scenario_options(options, scenario),
-        max_duration_s=parse_duration(point_duration, "--point-duration"),
-    )
+    try:
+        settings = LadderSettings(
+            start=start_load,
+            growth=growth,
+            max_points=max_points,
+            point_s=parse_duration(point_duration, "--point-duration"),
+            warmup_s=parse_duration(warmup, "--warmup"),
+            max_lag_p99_s=parse_duration(max_lag, "--max-lag"),
+            request_limit_s=parse_duration(request_limit, "--request-limit"),
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    require_emulation([scenario], not no_emulation)
     trace = load_trace(trace_path)
-    base_speedup = options.selection.speedup
+    options, note = default_selection(trace.table, scenario_options(options, scenario),
+                                      trace.epoch)
+    if note:  # a long trace and no selection: walk on from its busiest hour, at x10
+        start = options.selection.window_start_s or 0.0
+        click.echo(f"pddbench: long trace: the ladder walks on from the busiest hour of "
+                   f"session starts (offset {start / 3600:.1f} h), base speed-up "
+                   f"x{options.selection.speedup:g}", err=True)
     declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
     sla = with_overrides(sla_from_mapping(declared, where=f"scenario {scenario.name}"),
                          parse_sla_overrides(sla_text) if sla_text else {})
-    target = target_pct if target_pct is not None else sla.target_pct
-    argv = ["pddbench", *sys.argv[1:]]
-    runs: list[Path] = []
-    deploy_dir = new_run(out_root, f"{scenario.name}-capacity")
-    with deploy(scenario, deploy_dir, emulate=not no_emulation) as (info, client_ns):
-
-        def run_at(load: float) -> CapacityPoint:
-            opts = dataclasses.replace(
-                options, selection=dataclasses.replace(options.selection,
-                                                       speedup=base_speedup * load))
-            plan = prepare(trace, opts)
-            paths = new_run(out_root, f"{scenario.name}-x{load:g}")
-            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
-            manifest.scenario = scenario.manifest()
-            manifest.trace = trace_manifest(trace, trace_path, plan)
-            manifest.deployment = dataclasses.asdict(info)
-            manifest.links = info.links
-            manifest.load_scale = load
-            with enter_netns(client_ns):
-                outcome = run_replay(plan, opts, info.front_door, paths, manifest,
-                                     live=LiveView(f"{scenario.name} x{load:g}"))
-            if outcome.interrupted:
-                raise KeyboardInterrupt
-            runs.append(paths.root)
-            analysis = analyze_run(load_run(paths.root), sla=sla)
-            attainment = analysis.metrics.value("sla_attainment")
-            point = CapacityPoint(
-                load_scale=load,
-                attainment=0.0 if attainment != attainment else float(attainment),
-                goodput=analysis.metrics.value("goodput"),
-                offered_rps=analysis.metrics.value("offered_rps"),
-            )
-            click.echo(f"load x{load:g}: attainment {point.attainment:.1%}, "
-                       f"goodput {point.goodput:.2f} req/s", err=True)
-            return point
-
-        try:
-            result = find_capacity(run_at, target_pct=target, start=start_load,
-                                   max_runs=max_runs)
-        except KeyboardInterrupt:
-            raise click.exceptions.Exit(130) from None
-    curve = to_curve(result, system=scenario.name, sla=sla.model_dump())
-    text = curve.model_dump_json(indent=2)
-    for folder in (runs[-1] if runs else deploy_dir.root, out_root):
-        RunPaths(Path(folder)).capacity.write_text(text)
-    if result.capacity is None:
-        click.echo(f"{scenario.name}: no load tried met {target:g}% attainment")
-    else:
-        click.echo(f"{scenario.name}: capacity x{result.capacity:g} of the base arrival rate "
-                   f"(estimate x{result.estimate:g}) at {target:g}% SLA attainment")
-    click.echo(f"curve: {Path(out_root) / 'capacity.json'}")
+    if target_pct is not None:
+        sla = with_overrides(sla, {"target_pct": target_pct})
+    options = dataclasses.replace(options, max_duration_s=None)
+    click.echo(f"pddbench: ladder x{', x'.join(f'{x:g}' for x in settings.loads())}; "
+               f"{settings.warmup_s:g} s warm-up + {settings.point_s:g} s per point, at most "
+               f"{settings.budget_s / 60:.0f} min of sending; SLA {sla.describe()}", err=True)
+    try:
+        verdict, _ = run_ladder(scenario, trace, options, settings, sla, out_root=out_root,
+                                argv=["pddbench", *sys.argv[1:]],
+                                trace_info=trace_manifest(trace, trace_path, None),
+                                emulate=not no_emulation)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
+    (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
+    click.echo(verdict.describe())
+    click.echo(f"verdict: {out_root / VERDICT_FILE}")
+    if verdict.basis == "refused":
+        raise UserError(f"{scenario.name}: {verdict.reason}")

@@ -114,6 +114,12 @@ def locust_options(f):
     "runs says WAN NOT EMULATED). Without it, replay refuses where it cannot emulate.",
 )
 @click.option(
+    "--no-report",
+    is_flag=True,
+    help="Print the headline table but write no HTML report (`pddbench report RUN` "
+    "writes it later).",
+)
+@click.option(
     "--fail-on-errors",
     is_flag=True,
     help="Exit 1 when any request failed (default: only when a run has no successful "
@@ -133,6 +139,12 @@ def locust_options(f):
     help="Continue an interrupted run folder with its own trace and options: settled "
     "requests are kept, the rest are sent (asyncio engine).",
 )
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Main job only (a long trace, no selection): a shorter load ladder (4 points of "
+    "35 s); fewer requests, wider intervals, and the report says so.",
+)
 @locust_options
 @selection_options
 def replay(
@@ -142,9 +154,11 @@ def replay(
     out_root: Path,
     label: str | None,
     no_emulation: bool,
+    no_report: bool,
     fail_on_errors: bool,
     no_probe_check: bool,
     resume_dir: Path | None,
+    quick: bool,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -200,6 +214,8 @@ def replay(
         check_probes=not no_probe_check,
         locust=locust,
         fail_on_errors=fail_on_errors,
+        report=not no_report,
+        quick=quick,
     )
     if code:
         raise click.exceptions.Exit(code)

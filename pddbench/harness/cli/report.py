@@ -104,10 +104,13 @@ def report_command(
     over the pddbench default.
     """
     from pddbench.harness.report.model import build_report
-    from pddbench.harness.report.write import Format, render, write_text
+    from pddbench.harness.report.write import Format, check_writable, render, write_text
 
     chosen = Format(_format(fmt, as_json, output or Path("report.html")))
     out = output or Path(f"report.{chosen.value}")
+    for target in (out, json_out):  # refused before the (long) build, in one line
+        if target is not None and str(target) != "-":
+            check_writable(target)
     report = build_report(
         list(runs),
         baseline=baseline,

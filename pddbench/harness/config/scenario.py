@@ -17,7 +17,9 @@ A scenario (TOML) names the deployment, the emulated network, the SLA and the co
   ``"auto"`` (the default): the smallest factor at which the shaping backend carries the
   fastest WAN link (``pddbench.netem.scale``), fixed by :meth:`Scenario.resolved` before
   a run and recorded in its manifest;
-* ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices, API options.
+* ``[sla]``, ``[cost]``, ``[client]`` — targets, hardware prices and line costs, API
+  options. The cost itself is derived from the instances (hardware × chips; engines name
+  theirs with ``hardware`` and ``chips``): :attr:`Scenario.cost_model`.
 
 Built-ins ship as package data (``pddbench/scenarios/*.toml``), shared with
 ``pddbench serve``. The whole tree, as loaded, is copied into every run's manifest.
@@ -41,7 +43,7 @@ from pydantic import (
 )
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import CostModel
+from pddbench.harness.analysis.cost import Chips, CostModel, CostSettings, derive_cost
 from pddbench.harness.analysis.sla import SLA
 from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
 from pddbench.servers import profiles
@@ -65,6 +67,8 @@ class EngineInstance(_Strict):
     health_path: str = "/health"
     startup_timeout_s: float = Field(120.0, gt=0)
     role: str = "engine"
+    hardware: str | None = None  # GPU type, for the cost (a [cost] needs it on every engine)
+    chips: int = Field(1, ge=1)
 
 
 class ProbeToleranceSettings(_Strict):
@@ -115,13 +119,17 @@ class Scenario(_Strict):
         default_factory=lambda: ProbeToleranceSettings()
     )
     sla: SLA | None = None  # absent: the report's default SLA
-    cost: CostModel | None = None  # absent (or an empty table): no BCR
+    cost: CostSettings | None = None  # absent (or an empty table): no BCR
     client: ClientSettings = ClientSettings()
 
     @field_validator("cost", mode="before")
     @classmethod
     def _empty_cost(cls, v: object) -> object:
-        return None if v == {} else v
+        if v == {}:
+            return None
+        if isinstance(v, dict) and "breakdown" in v:  # a manifest's derived CostModel
+            return {k: v[k] for k in ("currency", "unit_price", "line_cost", "gpus") if k in v}
+        return v
 
     @field_validator("deployment")
     @classmethod
@@ -153,6 +161,7 @@ class Scenario(_Strict):
             raise ValueError(f"front_door {door!r} is not an instance")
         if self.network is not None:
             self._network(1.0)  # validates
+        self.cost_model  # noqa: B018 - validates: prices for every GPU, counts that agree
         return self
 
     # -- derived -------------------------------------------------------------------
@@ -191,6 +200,28 @@ class Scenario(_Strict):
         if self.deployment is None:
             return None
         return int(self.deployment.get("seed", 0))
+
+    @property
+    def cost_model(self) -> CostModel | None:
+        """Σ instances × chips × unit price + line costs (``None`` without a ``[cost]``)."""
+        if self.cost is None:
+            return None
+        return derive_cost(self.cost, self._chips())
+
+    def _chips(self) -> list[Chips]:
+        if self.deployment is not None:
+            return [
+                Chips(i.id, i.role.value, i.hardware, i.chips)
+                for i in self.deployment_config.instances
+                if i.role.value != "router"
+            ]
+        missing = [e.name for e in self.engines if e.hardware is None]
+        if missing:
+            raise ValueError(
+                f"cost: engine(s) {', '.join(missing)} name no hardware; a [cost] needs "
+                "hardware (and chips) on every engine"
+            )
+        return [Chips(e.name, e.role, str(e.hardware), e.chips) for e in self.engines]
 
     def network_config(self) -> NetworkConfig:
         """The emulated network with sites derived from the instances' datacenters (the
@@ -238,10 +269,12 @@ class Scenario(_Strict):
         return 1.0 / float(self.emulation_scale)
 
     def manifest(self) -> dict[str, Any]:
-        """The scenario as recorded in a run's manifest ([sla] and [cost] as written)."""
+        """The scenario as recorded in a run's manifest ([sla] as written, the cost as
+        derived from the deployment: total and breakdown)."""
         data = self.model_dump(mode="json", exclude={"sla", "cost"})
         data["sla"] = self.sla.model_dump(mode="json", exclude_unset=True) if self.sla else {}
-        data["cost"] = self.cost.model_dump(mode="json") if self.cost else {}
+        cost = self.cost_model
+        data["cost"] = cost.model_dump(mode="json") if cost else {}
         return data
 
 

@@ -269,8 +269,9 @@ async def _execute(
     manifest.planned_requests = planned_total
     if resume is None:
         manifest.sent_requests = engine.stats.sent
-    else:  # the totals of the whole run (a killed run never wrote its own)
-        manifest.sent_requests = (manifest.sent_requests or 0) + engine.stats.sent
+    else:  # the whole run's total; a killed run never wrote its own: its journal has it
+        before = manifest.sent_requests if manifest.sent_requests is not None else resume.sent
+        manifest.sent_requests = before + engine.stats.sent
     manifest.duration_cap_hit_at_s = engine.stats.stopped_at_s
     return engine.stats.errors, interrupted
 

@@ -138,10 +138,10 @@ class StreamAccumulator:
 
     def summary(self) -> StreamSummary:
         usage = self._usage or {}
-        completion = usage.get("completion_tokens")
-        prompt = usage.get("prompt_tokens")
+        completion = _count(usage.get("completion_tokens"))
+        prompt = _count(usage.get("prompt_tokens"))
         details = usage.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
         counted = len(self._token_times)
         if self._has_ids:
             source, output_tokens = "token_ids", counted
@@ -171,3 +171,11 @@ class StreamAccumulator:
             server_timing=self._server_timing,
             token_times_s=self._token_times,
         )
+
+
+def _count(value: object) -> int | None:
+    """A server-reported token count, or None when it is not a count (a string, a
+    negative number, or one past 64 bits)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value < 2**63 else None

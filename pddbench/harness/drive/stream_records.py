@@ -312,5 +312,13 @@ def _str_or_none(v: object) -> str | None:
     return None if v is None else str(v)
 
 
+_INT64 = 2**63
+
+
 def _int_or_none(v: object) -> int | None:
-    return int(v) if isinstance(v, int | float) else None
+    """A server-reported count as an int64, or None when it is not one (NaN, 1e300)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return int(v) if -_INT64 <= v < _INT64 else None

@@ -44,13 +44,17 @@ class ResumePoint:
     elapsed_s: float  # the run's clock when its last record ended
     settled: Mapping[str, Settled]
     cancelled: int  # records superseded by this resume
+    sent: int = 0  # records of requests that were sent (the count a killed run never wrote)
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, object]]) -> ResumePoint:
         settled: dict[str, Settled] = {}
         cancelled = 0
+        sent = 0
         elapsed = 0.0
         for row in rows:
+            send = row.get("actual_send_s")
+            sent += isinstance(send, int | float) and math.isfinite(send)
             end = row.get("end_s")
             if isinstance(end, int | float) and math.isfinite(end):
                 elapsed = max(elapsed, float(end))
@@ -61,7 +65,7 @@ class ResumePoint:
             else:
                 cancelled += 1
                 settled.pop(rid, None)
-        return cls(elapsed_s=elapsed, settled=settled, cancelled=cancelled)
+        return cls(elapsed_s=elapsed, settled=settled, cancelled=cancelled, sent=sent)
 
 
 def remaining_plan(

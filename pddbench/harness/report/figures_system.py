@@ -114,18 +114,29 @@ def bcr_bars(report: Report) -> FigureOut | None:
         for container in ax1.containers:
             ax1.bar_label(container, fmt="%+.1f", fontsize="x-small", padding=1)
         ax1.legend(fontsize="small")
-        labels = [c.label for c in report.costs]
+        bounded = [c.label for c in report.costs if not c.verdict or c.verdict.basis != "capacity"]
+        labels = [
+            f"{c.label} (load-bounded)" if c.label in bounded else c.label for c in report.costs
+        ]
         values = [c.bcr for c in report.costs]
-        ax2.barh(labels, values, color=[report.colors[lab] for lab in labels])
+        colors = [report.colors[c.label] for c in report.costs]
+        ax2.barh(labels, values, color=colors)
         ax2.invert_yaxis()
         ax2.set_xlabel("BCR (goodput req/s per cost unit)")
-        ax2.set_title("BCR")
+        ax2.set_title("BCR" if not bounded else "BCR; load-bounded = lower bound, not the BCR")
+        note = (
+            " Load-bounded ("
+            + ", ".join(bounded)
+            + "): goodput measured below capacity, so the ratio is a lower bound, not the BCR."
+            if bounded
+            else ""
+        )
         return finish(
             fig,
             "bcr",
             "Cost and BCR",
-            "BCR = SLA goodput ÷ hardware cost (scenario cost model). Relative BCR = "
-            "(1 + Δgoodput) / (1 + Δcost) − 1.",
+            "BCR = SLA goodput at capacity ÷ hardware cost (Σ instances × chips × unit price + "
+            "line). Relative BCR = (1 + Δgoodput) / (1 + Δcost) − 1." + note,
         )
 
 

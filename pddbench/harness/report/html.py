@@ -119,10 +119,15 @@ def render_html(report: Report, sections: list[Section]) -> str:
         f'<span class="meta">({escape(report.sla_source)})</span></p>'
         f"{notes}<nav>{nav}</nav>"
     )
+    return render_document(report.title, head, sections)
+
+
+def render_document(title: str, head_html: str, sections: list[Section]) -> str:
+    """One self-contained HTML document: ``head_html`` (already escaped) then ``sections``."""
     body = "\n".join(_section(s) for s in sections)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(report.title)}</title><style>{CSS}</style></head>"
-        f"<body><main>{head}\n{body}</main></body></html>\n"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head>"
+        f"<body><main>{head_html}\n{body}</main></body></html>\n"
     )

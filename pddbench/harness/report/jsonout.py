@@ -5,8 +5,11 @@ Stable top-level keys: ``format`` ("pddbench.report"), ``version`` (1), ``genera
 ``baseline`` (run label), ``runs`` [{label, run_id, scenario, path, cost, metrics{tag:
 {unit, display_unit, direction, kind, value, stats{count, mean, min, max, pNN}}},
 breakdowns{dimension: [{group, requests, share, metrics{tag: {...}}}]}, errors[...]}],
-``headline`` {label: {key: {value, delta, verdict}}} (display units), ``costs`` [...],
-``load`` {scenario: [...]}. Values are in each metric's *base* unit (seconds, fractions,
+``headline`` {label: {key: {value, delta, verdict, text}}} (display units), ``costs``
+[... with ``bcr_basis`` and the cost ``breakdown``], ``verdicts`` {label: {basis
+("capacity" | "load-bounded" | "refused"), goodput, goodput_low, goodput_high, cost,
+cost_text, bcr, load_bounded_bcr, ...}}, ``price_sensitivity`` [...], ``load``
+{scenario: [...]}. Values are in each metric's *base* unit (seconds, fractions,
 bytes) in ``metrics``; NaN is written as null.
 """
 
@@ -103,6 +106,7 @@ def report_json(report: Report) -> dict[str, Any]:
                     "value": _num(c.value),
                     "delta": _num(c.delta),
                     "verdict": c.verdict or None,
+                    "text": c.text,
                 }
                 for c in cells
             }
@@ -116,9 +120,25 @@ def report_json(report: Report) -> dict[str, Any]:
                 "goodput": _num(c.goodput),
                 "goodput_change": _num(c.goodput_change),
                 "bcr": _num(c.bcr),
+                "bcr_basis": c.verdict.basis if c.verdict else None,
+                "bcr_text": c.bcr_text,
                 "bcr_change": _num(c.bcr_change),
+                "cost_text": c.cost_text,
+                "breakdown": [i.model_dump(mode="json") for i in c.breakdown],
             }
             for c in report.costs
+        ],
+        "verdicts": {label: v.model_dump(mode="json") for label, v in report.verdicts.items()},
+        "price_sensitivity": [
+            {
+                "label": r.label,
+                "hardware": r.hardware,
+                "price": r.price,
+                "cost": _num(r.cost),
+                "cost_change": _num(r.cost_change),
+                "bcr_change": _num(r.bcr_change),
+            }
+            for r in report.prices
         ],
         "load": {
             s: [

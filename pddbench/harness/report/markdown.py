@@ -44,7 +44,6 @@ def _table(t: Table) -> str:
 
 def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
     """Markdown text of the report; writes its figures into ``<out stem>_figures/``."""
-    fig_dir = out.parent / f"{out.stem}_figures"
     wan = report.wan_banner()
     parts = [
         f"# {_md(report.title)}\n",
@@ -54,6 +53,12 @@ def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
         f"SLA: **{_md(report.sla.describe())}** ({_md(report.sla_source)})\n",
     ]
     parts.extend(f"> {_md(n)}\n" for n in report.notes)
+    return render_sections_markdown(parts, sections, out)
+
+
+def render_sections_markdown(parts: list[str], sections: list[Section], out: Path) -> str:
+    """``parts`` (the heading lines) followed by ``sections``; figures beside ``out``."""
+    fig_dir = out.parent / f"{out.stem}_figures"
     for sec in sections:
         parts.append(f"\n## {sec.title}\n")
         if sec.intro:

@@ -21,13 +21,19 @@ from pathlib import Path
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.capacity import CapacityCurve
-from pddbench.harness.analysis.cost import relative, relative_bcr
+from pddbench.harness.analysis.cost import (
+    SENSITIVITY_PRICES,
+    CostItem,
+    relative,
+    relative_bcr,
+)
 from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
 from pddbench.harness.analysis.rundir import load_run, read_capacity
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
 from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
 from pddbench.harness.analysis.units import Unit, fmt
+from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.deploy.emulation import EmulationStatus
 
 HEADLINE_KEYS: tuple[str, ...] = (
@@ -92,6 +98,24 @@ class CostRow:
     cost_change: float | None
     goodput_change: float | None
     bcr_change: float | None
+    breakdown: list[CostItem] = field(default_factory=list)
+    verdict: BcrVerdict | None = None  # the BCR's basis: capacity or load-bounded
+
+    @property
+    def bcr_text(self) -> str:
+        return self.verdict.bcr_text() if self.verdict else "-"
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One system's cost and relative BCR with one GPU type at another price."""
+
+    label: str
+    hardware: str
+    price: float  # in the cost's currency (A-equivalents)
+    cost: float
+    cost_change: float | None
+    bcr_change: float | None
 
 
 @dataclass(frozen=True)
@@ -113,6 +137,8 @@ class Report:
     headline_keys: tuple[str, ...]
     headline: dict[str, list[Cell]]  # label -> cells in headline_keys order
     costs: list[CostRow]
+    verdicts: dict[str, BcrVerdict]  # run label -> BCR verdict (basis, interval, cost)
+    prices: list[PriceRow]  # the B:A price sensitivity of the cost verdict
     load: dict[str, list[LoadPoint]]  # scenario -> points sorted by offered load
     capacity: list[CapacityCurve]
     colors: dict[str, str]  # run label -> hex colour
@@ -192,27 +218,81 @@ def headline_cells(
     return cells
 
 
-def cost_rows(runs: Sequence[RunAnalysis], base: RunAnalysis) -> list[CostRow]:
+def run_verdicts(runs: Sequence[RunAnalysis]) -> dict[str, BcrVerdict]:
+    """Each run's BCR verdict: from its capacity search, else load-bounded."""
+    return {
+        r.label: bcr_verdict(r.scenario, r.cost, r.ladder, r.metrics.value("goodput"))
+        for r in runs
+    }
+
+
+def _num_or_nan(v: float | None) -> float:
+    return math.nan if v is None else v
+
+
+def cost_rows(
+    runs: Sequence[RunAnalysis], base: RunAnalysis, verdicts: dict[str, BcrVerdict]
+) -> list[CostRow]:
+    """Goodput and BCR from each run's verdict; Δ only between verdicts of one basis."""
     rows = []
+    base_v = verdicts[base.label]
     base_cost = base.cost.total if base.cost else math.nan
-    base_good = base.metrics.value("goodput")
+    base_good = _num_or_nan(base_v.goodput)
     for run in runs:
+        v = verdicts[run.label]
         cost = run.cost.total if run.cost else math.nan
-        good = run.metrics.value("goodput")
+        good = _num_or_nan(v.goodput)
         c = relative(cost, base_cost)
-        g = relative(good, base_good)
+        g = relative(good, base_good) if v.basis == base_v.basis else math.nan
         rows.append(
             CostRow(
                 label=run.label,
                 cost=None if math.isnan(cost) else cost,
                 cost_text=run.cost.describe() if run.cost else "no cost model in the scenario",
                 goodput=good,
-                bcr=run.metrics.value("bcr"),
+                bcr=_num_or_nan(v.bcr if v.bcr is not None else v.load_bounded_bcr),
                 cost_change=None if math.isnan(c) else c,
                 goodput_change=None if math.isnan(g) else g,
                 bcr_change=None if math.isnan(c) or math.isnan(g) else relative_bcr(g, c),
+                breakdown=list(run.cost.breakdown) if run.cost else [],
+                verdict=v,
             )
         )
+    return rows
+
+
+def price_rows(
+    runs: Sequence[RunAnalysis], base: RunAnalysis, verdicts: dict[str, BcrVerdict]
+) -> list[PriceRow]:
+    """Each run's cost and ΔBCR with every non-unit GPU type at each sensitivity price.
+
+    The currency is the price of GPU A; the types priced otherwise (B) are repriced one at a
+    time, in the baseline and in every run alike, with goodput unchanged."""
+    types = sorted({t for r in runs if r.cost for t in r.cost.priced_types()})
+    base_v = verdicts[base.label]
+    base_good = _num_or_nan(base_v.goodput)
+    rows = []
+    for hw in types:
+        for price in SENSITIVITY_PRICES:
+            base_cost = base.cost.repriced(hw, price).total if base.cost else math.nan
+            for run in runs:
+                if run.cost is None:
+                    continue
+                cost = run.cost.repriced(hw, price).total
+                c = relative(cost, base_cost)
+                v = verdicts[run.label]
+                g = relative(_num_or_nan(v.goodput), base_good)
+                g = g if v.basis == base_v.basis else math.nan
+                rows.append(
+                    PriceRow(
+                        label=run.label,
+                        hardware=hw,
+                        price=price,
+                        cost=cost,
+                        cost_change=None if math.isnan(c) else c,
+                        bcr_change=None if math.isnan(c) or math.isnan(g) else relative_bcr(g, c),
+                    )
+                )
     return rows
 
 
@@ -338,6 +418,7 @@ def build_report(
     ]
     curves = [c for r in runs if r.capacity is not None for c in [r.capacity]]
     curves.extend(read_capacity(Path(p)) for p in capacity_files)
+    verdicts = run_verdicts(runs)
     return Report(
         title=title or f"pddbench report: {', '.join(r.label for r in runs)}",
         runs=runs,
@@ -346,8 +427,15 @@ def build_report(
         sla_source=source,
         percentiles=percentiles,
         headline_keys=keys,
-        headline={r.label: headline_cells(r, base, keys, registry) for r in runs},
-        costs=cost_rows(runs, base),
+        headline={
+            r.label: _label_bcr(
+                headline_cells(r, base, keys, registry), verdicts[r.label], verdicts[base.label]
+            )
+            for r in runs
+        },
+        costs=cost_rows(runs, base, verdicts),
+        verdicts=verdicts,
+        prices=price_rows(runs, base, verdicts),
         load=load_curves(runs),
         capacity=curves,
         colors=system_colors(runs),
@@ -361,6 +449,28 @@ def build_report(
             if st is not None
         },
     )
+
+
+def _label_bcr(cells: list[Cell], verdict: BcrVerdict, base: BcrVerdict) -> list[Cell]:
+    """The headline's BCR cell says its basis; a load-bounded one is never the BCR, and a
+    delta is shown only between two capacity BCRs."""
+    out = []
+    for c in cells:
+        if c.key == "bcr":
+            d = None
+            if verdict.bcr is not None and base.bcr and verdict is not base:
+                d = verdict.bcr / base.bcr - 1.0
+            value = verdict.bcr if verdict.bcr is not None else verdict.load_bounded_bcr
+            c = Cell(
+                c.key,
+                _num_or_nan(value),
+                verdict.bcr_text(),
+                d,
+                "" if d is None else f"{d * 100:+.1f} %",
+                "" if d is None else ("same" if abs(d) < 0.01 else "better" if d > 0 else "worse"),
+            )
+        out.append(c)
+    return out
 
 
 def _key_ok(key: str, percentiles: tuple[float, ...]) -> bool:

@@ -17,11 +17,13 @@ from pddbench.harness.report.model import SECTIONS, Report
 from pddbench.harness.report.tables import (
     Table,
     breakdown_table,
+    capacity_table,
     cost_table,
     definitions_table,
     error_tables,
     headline_table,
     links_table,
+    price_table,
     runs_table,
     scalar_table,
     server_table,
@@ -131,6 +133,9 @@ def _fill(report: Report, sec: Section) -> None:
         )
     elif sid == "bcr":
         sec.tables.append(cost_table(report))
+        sec.tables.append(capacity_table(report))
+        if report.prices:
+            sec.tables.append(price_table(report))
     elif sid == "handoff":
         sec.tables.append(
             scalar_table(

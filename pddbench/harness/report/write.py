@@ -25,13 +25,24 @@ class Format(StrEnum):
     JSON = "json"
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a `.partial` file renamed into place)."""
+def check_writable(path: Path) -> None:
+    """Refuse an output path that cannot be written (missing folder, a folder itself)."""
     if not path.parent.is_dir():
         raise UserError(f"{path}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; give a file name")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a `.partial` file renamed into place)."""
+    check_writable(path)
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 def render(report: Report, fmt: Format, out: Path) -> str:

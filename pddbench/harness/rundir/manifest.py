@@ -79,6 +79,17 @@ class ServerMetricsInfo(_Section):
     last_error: dict[str, str]  # per instance: the last failure's one line
 
 
+class LadderPointInfo(_Section):
+    """Which load-ladder point a run is (``pddbench capacity``, the main job)."""
+
+    index: int
+    trace_start_s: float
+    trace_duration_s: float
+    warmup_s: float
+    point_s: float
+    request_limit_s: float
+
+
 class RunManifest(BaseModel):
     """``manifest.json``: the configuration that made a run and how the run went."""
 
@@ -101,6 +112,7 @@ class RunManifest(BaseModel):
     scenario: dict[str, Any] = Field(default_factory=dict)
     trace: dict[str, Any] = Field(default_factory=dict)
     load_scale: float | None = None
+    ladder_point: LadderPointInfo | None = None  # a capacity-ladder point's trace window
     emulation: EmulationStatus | None = None  # whether the WAN was emulated (replay)
     emulation_fallback: str | None = None  # older runs' note (before ``emulation``)
     probe_check: bool | None = None  # False: ``--no-probe-check`` (resume keeps it)

@@ -277,6 +277,7 @@ def _python_types(arrow: pa.DataType) -> tuple[type, ...]:
     return (list,)
 
 
+_INT64 = 2**63
 _ROW_TYPES = {f.name: _python_types(f.type) for f in RECORDS_SCHEMA}
 
 
@@ -292,6 +293,8 @@ def is_record(row: object) -> bool:
         if isinstance(value, bool) and bool not in types:
             return False
         if not isinstance(value, types):
+            return False
+        if isinstance(value, int) and not -_INT64 <= value < _INT64:  # past the column
             return False
         if types == (list,) and not all(
             isinstance(v, int | float) and not isinstance(v, bool) for v in value

@@ -64,6 +64,8 @@ def _read_csv(src: Path) -> pd.DataFrame:
         raise fail(where, f"not valid CSV ({text})") from None
     except UnicodeDecodeError:
         raise fail(str(src), "not valid CSV (not UTF-8 text)") from None
+    if not isinstance(frame.index, pd.RangeIndex):  # rows with more fields than the header
+        raise _extra_fields(src)
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in (TIMESTAMP, CONTEXT_TOKENS, GENERATED_TOKENS) if c not in frame.columns]
     if missing:
@@ -71,6 +73,20 @@ def _read_csv(src: Path) -> pd.DataFrame:
         raise fail(str(src), f"line 1: missing column(s) {', '.join(missing)} (header: {have})")
     # blank lines become all-null rows: drop them, keeping each row's index = line - 2
     return frame.dropna(how="all")
+
+
+def _extra_fields(src: Path) -> UserError:
+    """The first row with more fields than the header (pandas made them an index)."""
+    import csv
+
+    with src.open(newline="", encoding="utf-8", errors="replace") as fh:
+        rows = csv.reader(fh)
+        width = len(next(rows, []))
+        for line_no, row in enumerate(rows, start=2):
+            if len(row) > width:
+                return fail(f"{src}: line {line_no}",
+                            f"{len(row)} fields, the header has {width}")
+    return fail(str(src), "rows have more fields than the header")
 
 
 def _integers(src: Path, frame: pd.DataFrame, column: str, minimum: int) -> np.ndarray:
@@ -88,15 +104,29 @@ def _integers(src: Path, frame: pd.DataFrame, column: str, minimum: int) -> np.n
     return values.astype(np.int64)
 
 
+def _one_timestamp(value: object) -> pd.Timestamp | None:
+    """One date-time, or None when it is not one pandas can hold (years 1677-2262)."""
+    try:
+        stamp = pd.to_datetime(value, format="ISO8601", utc=True)
+    except (pd.errors.OutOfBoundsDatetime, OverflowError, ValueError, TypeError):
+        return None
+    return None if pd.isna(stamp) else stamp
+
+
 def _timestamps(src: Path, frame: pd.DataFrame) -> pd.DatetimeIndex:
     raw = frame[TIMESTAMP]
-    parsed = pd.to_datetime(raw, format="ISO8601", utc=True, errors="coerce")
-    bad = parsed.isna().to_numpy()
+    try:
+        parsed = pd.to_datetime(raw, format="ISO8601", utc=True, errors="coerce")
+    except (pd.errors.OutOfBoundsDatetime, OverflowError, ValueError):
+        parsed = pd.Series([_one_timestamp(v) for v in raw], index=raw.index)
+    lo, hi = pd.Timestamp.min.tz_localize("UTC"), pd.Timestamp.max.tz_localize("UTC")
+    in_range = ((parsed >= lo) & (parsed <= hi)).to_numpy(dtype=bool, na_value=False)
+    bad = parsed.isna().to_numpy() | ~in_range  # nanoseconds hold years 1677-2262 only
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise fail(
             f"{src}: line {_line(frame.index[i])}",
-            f"{TIMESTAMP} {raw.iloc[i]!r} is not a date-time",
+            f"{TIMESTAMP} {raw.iloc[i]!r} is not a date-time (years 1677-2262)",
         )
     return pd.DatetimeIndex(parsed).as_unit("ns")  # pandas may pick s or us otherwise
 

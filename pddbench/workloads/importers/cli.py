@@ -12,7 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import pyarrow as pa
 
+from pddbench.errors import UserError
 from pddbench.workloads.importers.azure import AZURE_BLOCK_SIZE, import_azure
 from pddbench.workloads.importers.common import ImportResult
 from pddbench.workloads.importers.mooncake import import_mooncake
@@ -27,7 +29,11 @@ _OUTPUT = click.option(
 
 
 def _write(result: ImportResult, output: Path) -> None:
-    path = write_trace(result.table, output, source=result.source, epoch=result.epoch)
+    try:
+        path = write_trace(result.table, output, source=result.source, epoch=result.epoch)
+    except (OSError, pa.ArrowException) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"-o {output}: cannot write the trace: {why}") from None
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(

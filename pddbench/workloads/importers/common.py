@@ -134,12 +134,17 @@ def get_optional_number(
     return None if value is None else _as_number(value, key, where, minimum)
 
 
+MAX_NUMBER = 1e12  # 31 years in ms, 31,000 years in s
+
+
 def _as_number(value: object, key: str, where: str, minimum: float | None) -> float:
     if type(value) not in (int, float):
         raise fail(where, f"field {key!r} must be a number, {_got(value)}")
     number = float(value)  # type: ignore[arg-type]
     if not np.isfinite(number):
         raise fail(where, f"field {key!r} must be finite, got {number}")
+    if abs(number) > MAX_NUMBER:  # a time or a count past any trace's range
+        raise fail(where, f"field {key!r} is out of range ({number:g}; at most {MAX_NUMBER:g})")
     if minimum is not None and number < minimum:
         raise fail(where, f"field {key!r} must be >= {minimum:g}, got {number:g}")
     return number

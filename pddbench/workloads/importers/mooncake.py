@@ -68,8 +68,12 @@ def import_mooncake(src: Path, *, min_match_blocks: int = 2) -> ImportResult:
             where = f"{src}: line {line_no}"
             try:
                 obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                reason = (
+                    exc.msg if isinstance(exc, json.JSONDecodeError)
+                    else "nested too deeply" if isinstance(exc, RecursionError)
+                    else "not UTF-8"
+                )
                 raise fail(where, f"not valid JSON ({reason})") from None
             if not isinstance(obj, dict):
                 raise fail(where, f"expected a JSON object, got {type(obj).__name__}")

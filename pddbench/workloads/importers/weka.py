@@ -234,6 +234,8 @@ def _load_json(path: Path) -> dict[str, Any]:
         raise fail(f"{path}: line {exc.lineno}", f"not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError:
         raise fail(str(path), "not valid JSON (not UTF-8)") from None
+    except RecursionError:
+        raise fail(str(path), "not valid JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise fail(str(path), f"expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -1,0 +1,157 @@
+"""Running the shared load ladder against one system: the I/O around :class:`LadderSearch`.
+
+Deploys the scenario once and runs each point the search asks for as a short replay in
+its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
+earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
+warm-up plus the measured time. Measures each point from its records
+(:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
+ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
+``pddbench capacity`` and the main job's capacity step both call :func:`run_ladder`.
+Decides nothing itself: what to run and how to read it is the sans-IO search's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from pddbench.harness.analysis.capacity import measure_point, scheduler_lost_s
+from pddbench.harness.analysis.rundir import load_run
+from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.deploy.emulation import EmulationStatus
+from pddbench.harness.deploy.systems import deploy, enter_netns
+from pddbench.harness.drive.live import LiveView
+from pddbench.harness.drive.replay import prepare, run_replay
+from pddbench.harness.drive.scrape import metrics_targets
+from pddbench.harness.plan.ladder import (
+    LadderSearch,
+    LadderSettings,
+    LadderVerdict,
+    window_selection,
+)
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.rundir.folder import new_run
+from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
+from pddbench.workloads.schema import Col
+from pddbench.workloads.traceio import Trace
+
+VERDICT_FILE = "capacity.json"
+
+
+def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
+    """Where the ladder starts walking: the selection's window start, or the trace's."""
+    if options.selection.window_start_s is not None:
+        return options.selection.window_start_s
+    arrival = trace.table.column(Col.ARRIVAL).to_numpy(zero_copy_only=False)
+    return float(arrival.min()) if arrival.size else 0.0
+
+
+def run_ladder(
+    scenario: Scenario,
+    trace: Trace,
+    options: ReplayOptions,
+    settings: LadderSettings,
+    sla: SLA,
+    *,
+    out_root: Path,
+    argv: list[str],
+    trace_info: dict[str, object],
+    emulate: bool,
+    check_probes: bool = True,
+    echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
+) -> tuple[LadderVerdict, list[Path]]:
+    """Walk the ladder for ``scenario``; the verdict and the point run folders."""
+    from pddbench.netem.backend import backend_here
+
+    scenario = scenario.resolved(backend_here() if emulate else "nfqueue")  # scale recorded
+    base_speedup = options.selection.speedup
+    search = LadderSearch(
+        settings,
+        target_pct=sla.target_pct,
+        origin_s=ladder_origin(trace, options),
+        base_speedup=base_speedup,
+    )
+    runs: list[Path] = []
+    deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
+    began = time.monotonic()
+    with deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes) as (
+        info,
+        client_ns,
+    ):
+        while (window := search.next_window()) is not None:
+            echo(f"pddbench: {scenario.name}: {search.progress(time.monotonic() - began)}")
+            opts = dataclasses.replace(
+                options,
+                selection=window_selection(options.selection, window, base_speedup),
+                max_duration_s=settings.send_s,
+                api=dataclasses.replace(
+                    options.api,
+                    request_timeout_s=min(options.api.request_timeout_s, settings.request_limit_s),
+                ),
+            )
+            plan = prepare(trace, opts)
+            paths = new_run(out_root, f"{scenario.name}-x{window.load:g}")
+            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+            manifest.scenario = scenario.manifest()
+            manifest.trace = dict(
+                trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
+            )
+            manifest.deployment = dataclasses.asdict(info)
+            manifest.links = info.links
+            manifest.load_scale = window.load
+            manifest.ladder_point = LadderPointInfo(
+                index=window.index,
+                trace_start_s=window.trace_start_s,
+                trace_duration_s=window.trace_duration_s,
+                warmup_s=settings.warmup_s,
+                point_s=settings.point_s,
+                request_limit_s=settings.request_limit_s,
+            )
+            manifest.probe_check = check_probes
+            manifest.emulation = EmulationStatus(
+                applicable=scenario.network is not None,
+                emulated=emulate and scenario.network is not None,
+                reason="" if emulate else "--no-emulation",
+            )
+            with enter_netns(client_ns):
+                outcome = run_replay(
+                    plan,
+                    opts,
+                    info.front_door,
+                    paths,
+                    manifest,
+                    live=LiveView(f"{scenario.name} x{window.load:g}"),
+                    metrics_urls=metrics_targets(info.instances),
+                )
+            if outcome.interrupted:
+                raise KeyboardInterrupt
+            runs.append(paths.root)
+            data = load_run(paths.root, token_times=False)
+            m = measure_point(
+                data.records,
+                sla,
+                window,
+                settings,
+                lost_s=scheduler_lost_s(data.server_metrics),
+                emulated=emulate,
+                probes_on=emulate and check_probes,
+            )
+            search.record(m)
+            excluded = m.health.exclusion(settings)
+            echo(
+                f"pddbench: {scenario.name} x{window.load:g}: {m.requests} requests "
+                f"(+{m.warmup_excluded} warm-up, {m.censored} censored), attainment "
+                f"{m.attainment:.1%}, goodput {m.goodput_rps:.2f} req/s"
+                + (f"; EXCLUDED: {excluded}" if excluded else "")
+            )
+    verdict = search.verdict(scenario.name)
+    text = verdict.model_dump_json(indent=2)
+    for folder in (runs[-1] if runs else deploy_dir.root, deploy_dir.root):
+        (Path(folder) / VERDICT_FILE).write_text(text)
+    echo(f"pddbench: {verdict.describe()}")
+    return verdict, runs

@@ -1,0 +1,134 @@
+"""The main job's verdict: ``pddbench replay --trace T`` with no selection on a long trace.
+
+Every system walks the same load ladder (:mod:`pddbench.harness.plan.ladder`, through
+:func:`~pddbench.harness.capacity_run.run_ladder`), starting from the trace's busiest
+hour. Its first point is the same trace window at the same load for every system: the
+**common offered load** at which latency is compared. The walk then gives SLA goodput at
+capacity with its interval; with the cost derived from the deployment, BCR = capacity
+goodput ÷ cost — or, when no point missed the target (or the harness fell behind),
+a **load-bounded** ratio that is never shown as the BCR. The report over the
+common-load runs carries each system's verdict (HTML, Markdown, JSON); the verdict table
+is printed last. Decides nothing the ladder or :mod:`pddbench.harness.analysis.verdict`
+does not; owns the main job's ladder settings and the printed table.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from pddbench.harness.analysis.rundir import load_run
+from pddbench.harness.analysis.sla import sla_from_mapping
+from pddbench.harness.analysis.summary import analyze_run
+from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
+from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
+from pddbench.harness.config.scenario import load_scenario
+from pddbench.harness.plan.ladder import DEFAULT_LADDER, QUICK_LADDER, LadderVerdict
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.report.markdown import _table as markdown_table
+from pddbench.harness.report.summary import print_comparison
+from pddbench.harness.report.tables import Table, TCell
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.workloads.traceio import Trace
+
+
+def main_verdict(
+    scenarios: tuple[str, ...],
+    *,
+    trace: Trace,
+    options: ReplayOptions,
+    out_root: Path,
+    argv: list[str],
+    trace_info: dict[str, object],
+    emulate: bool,
+    check_probes: bool,
+    quick: bool = False,
+) -> int:
+    """Run the ladder for every system, report the common-load runs, print the verdict."""
+    settings = QUICK_LADDER if quick else DEFAULT_LADDER
+    began = time.monotonic()
+    click.echo(
+        f"pddbench: main job: {len(scenarios)} systems on one load ladder x"
+        f"{', x'.join(f'{x:g}' for x in settings.loads())} ({settings.warmup_s:g} s warm-up "
+        f"+ {settings.point_s:g} s per point, at most {settings.budget_s / 60:.0f} min of "
+        f"sending per system){' [--quick]' if quick else ''}",
+        err=True,
+    )
+    common: list[RunPaths] = []
+    rows: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]] = []
+    for name in scenarios:
+        scenario = load_scenario(name)
+        declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
+        sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
+        from pddbench.harness.pipeline import scenario_options  # the pipeline imports us
+
+        ladder, runs = run_ladder(
+            scenario,
+            trace,
+            scenario_options(options, scenario),
+            settings,
+            sla,
+            out_root=out_root,
+            argv=argv,
+            trace_info=trace_info,
+            emulate=emulate,
+            check_probes=check_probes,
+        )
+        first = RunPaths(runs[0]) if runs else None
+        if first is not None:
+            (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
+            common.append(first)
+        verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
+        rows.append((verdict, ladder, first))
+        click.echo(
+            f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
+            f"{(time.monotonic() - began) / 60:.1f} min",
+            err=True,
+        )
+    print_comparison(common, out_root)
+    click.echo(markdown_table(verdict_table(rows)))
+    click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
+    return 0
+
+
+def verdict_table(results: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]]) -> Table:
+    """Per system: latency at the common load, capacity goodput [interval], cost, BCR."""
+    rows = []
+    for v, lad, run in results:
+        m = analyze_run(load_run(run.root, token_times=False)).metrics if run else None
+        first = lad.points[0] if lad.points else None
+        lo = "-" if v.goodput_low is None else f"{v.goodput_low:.3g}"
+        hi = "open" if v.goodput_high is None else f"{v.goodput_high:.3g}"
+        good = "-" if v.goodput is None else f"{v.goodput:.3g}"
+        rows.append(
+            (
+                TCell(v.system),
+                TCell(f"x{first.load_scale:g}: {first.offered_rps:.3g} req/s" if first else "-"),
+                TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}" if m else "-"),
+                TCell(f"{m.shown('tpot.p50'):.3g}" if m else "-"),
+                TCell(f"{good} [{lo}, {hi}]" if v.basis == "capacity" else f"{v.basis}: {good}"),
+                TCell(v.cost_text),
+                TCell(v.bcr_text()),
+                TCell(f"{lad.measured_requests}"),
+            )
+        )
+    return Table(
+        "Verdict at equal cost and one SLA",
+        (
+            "system",
+            "common offered load",
+            "TTFT P50 / P99 (ms) there",
+            "TPOT P50 (ms) there",
+            "SLA goodput at capacity (req/s) [interval]",
+            "cost",
+            "BCR",
+            "measured requests",
+        ),
+        tuple(rows),
+        "Capacity: the highest ladder load whose SLA attainment met the target; interval "
+        "from the highest point surely meeting it to the lowest surely missing it (Wilson). "
+        "load-bounded: no point missed (or the harness fell behind), so the goodput is a "
+        "lower bound and its ratio to cost is not the BCR.",
+    )

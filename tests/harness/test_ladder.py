@@ -1,0 +1,228 @@
+"""The shared load ladder (sans-IO): windows, Wilson intervals, exclusion, refusal, verdict."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pddbench.harness.plan.ladder import (
+    LadderSearch,
+    LadderSettings,
+    PointHealth,
+    PointMeasure,
+    PointWindow,
+    point_windows,
+    wilson,
+)
+
+SETTINGS = LadderSettings(start=1.0, growth=2.0, max_points=5, point_s=50.0, warmup_s=10.0)
+
+
+def test_windows_are_consecutive_disjoint_and_scale_with_load() -> None:
+    ws = point_windows(SETTINGS, origin_s=1000.0, base_speedup=10.0)
+    assert [w.load for w in ws] == [1, 2, 4, 8, 16]
+    assert ws[0].trace_start_s == 1000.0 and ws[0].trace_duration_s == 60 * 10
+    for a, b in itertools.pairwise(ws):
+        assert b.trace_start_s == pytest.approx(a.trace_end_s)  # walks on, no overlap
+        assert b.trace_duration_s == pytest.approx(2 * a.trace_duration_s)
+    assert SETTINGS.budget_s == 5 * 60
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson(95, 100)
+    assert lo == pytest.approx(0.8883, abs=1e-3) and hi == pytest.approx(0.9785, abs=1e-3)
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(385, 385)  # the smallest all-met sample that surely meets 99 %
+    assert lo >= 0.99 and hi == 1.0
+    assert wilson(299, 299)[0] < 0.99
+
+
+def _measure(
+    w: PointWindow,
+    n: int,
+    met: int,
+    *,
+    by: dict[str, int] | None = None,
+    health: PointHealth | None = None,
+) -> PointMeasure:
+    return PointMeasure(
+        window=w,
+        requests=n,
+        met=met,
+        met_by=by or {c: met for c in ("ttft", "tpot", "e2e")},
+        warmup_excluded=7,
+        measured_s=50.0,
+        offered_rps=n / 50.0,
+        health=health or PointHealth(schedule_lag_p99_s=0.01),
+    )
+
+
+def _walk(search: LadderSearch, outcomes: list[tuple[int, int]]) -> None:
+    for n, met in outcomes:
+        w = search.next_window()
+        assert w is not None
+        search.record(_measure(w, n, met))
+
+
+def test_capacity_is_the_highest_point_meeting_with_an_interval() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(400, 400), (800, 796), (1600, 1500)])
+    assert search.done  # stops at the first miss
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == 2.0
+    assert v.capacity_goodput == pytest.approx(796 / 50)
+    assert v.capacity_low == pytest.approx(400 / 50)  # x1 surely met (400/400), x2 did not
+    assert v.capacity_high == pytest.approx(1600 / 50)  # x4 surely missed
+    assert v.measured_requests == 2800 and [p.warmup_excluded for p in v.points] == [7, 7, 7]
+    assert v.points[2].attainment_high < 0.99
+
+
+def test_meeting_every_point_is_load_bounded_never_a_capacity() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    _walk(search, [(100, 100)] * 5)
+    v = search.verdict("same-dc-pd")
+    assert search.done and v.basis == "load-bounded"
+    assert "load-bounded" in v.describe() and "not a capacity" in v.describe()
+
+
+def test_missing_at_the_lowest_load_refuses_naming_the_criterion() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 1000, 973, by={"ttft": 1000, "tpot": 1000, "e2e": 973}))
+    v = search.verdict("same-dc-pd")
+    assert search.done and v.basis == "refused" and v.capacity_goodput is None
+    assert "E2E 97.3%" in v.reason and "TTFT" not in v.reason
+
+
+@pytest.mark.parametrize(
+    ("health", "fragment"),
+    [
+        (PointHealth(schedule_lag_p99_s=2.0), "schedule lag"),
+        (PointHealth(scheduler_lost_s=0.4), "emulator fell behind"),
+        (PointHealth(emulated=True, probes_on=False), "link probes were off"),
+    ],
+)
+def test_a_point_the_harness_cannot_stand_behind_is_recorded_and_excluded(
+    health: PointHealth, fragment: str
+) -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    _walk(search, [(400, 400)])
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 800, 800, health=health))
+    v = search.verdict("pdd")
+    assert search.done and v.basis == "load-bounded" and fragment in v.reason
+    assert v.points[1].excluded and fragment in v.points[1].excluded
+    assert v.capacity_load_scale == 1.0 and v.measured_requests == 400  # x2 not counted
+
+
+def test_unemulated_points_count_without_probes() -> None:
+    assert PointHealth(emulated=False, probes_on=False).exclusion(SETTINGS) is None
+
+
+def test_progress_has_an_eta() -> None:
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    assert search.progress(0.0) == "point 1/5 (x1): 0 done in 0m00s, ETA <= 5m00s"
+    _walk(search, [(100, 100)])
+    assert search.progress(70.0) == "point 2/5 (x2): 1 done in 1m10s, ETA <= 4m40s"
+
+
+# -- independence: consecutive points share no session and no prompt prefix ----------------
+def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions() -> None:
+    import numpy as np
+
+    from pddbench.harness.plan.ladder import window_selection
+    from pddbench.harness.plan.sessions import Selection, plan_requests, task_groups
+    from pddbench.workloads.schema import Col
+    from pddbench.workloads.synth import SynthOptions, synthesise
+    from pddbench.workloads.synth_profile import load_profile
+
+    table = synthesise(load_profile("jan-feb"), SynthOptions(sessions=400, days=0.5)).table
+    groups = task_groups(table)
+    hashes = table.column(Col.BLOCK_HASHES).to_pylist()
+    # hashes that different task groups of the trace share anyway (agent system prompts)
+    owners: dict[int, set[str]] = {}
+    for g, hs in zip(groups.tolist(), hashes, strict=True):
+        for h in hs:
+            owners.setdefault(h, set()).add(g)
+    shared_anyway = {h for h, gs in owners.items() if len(gs) > 1}
+
+    settings = LadderSettings(start=1.0, growth=2.0, max_points=3, point_s=300.0, warmup_s=0.0)
+    arrival = table.column(Col.ARRIVAL).to_numpy()
+    windows = point_windows(settings, origin_s=float(arrival.min()), base_speedup=10.0)
+    base = Selection(speedup=10.0)
+
+    def point(w: PointWindow) -> tuple[set[str], set[int]]:
+        planned = plan_requests(table, window_selection(base, w, 10.0))
+        assert planned, "a point replays nothing: the test would prove nothing"
+        rows = [r.row for r in planned]
+        return {r.session_id for r in planned}, {h for i in rows for h in hashes[i]}
+
+    for a, b in itertools.pairwise(windows):
+        (sa, ha), (sb, hb) = point(a), point(b)
+        assert not sa & sb  # no session sent twice
+        common = ha & hb
+        assert common <= shared_anyway  # only what different sessions share anyway
+        assert len(common) < 0.2 * len(hb)
+    # the old search (one selection replayed at every load) shares every session
+    same = [
+        plan_requests(
+            table,
+            Selection(
+                window_start_s=windows[0].trace_start_s, window_duration_s=600.0, speedup=10.0 * x
+            ),
+        )
+        for x in (1.0, 2.0)
+    ]
+    assert {r.session_id for r in same[0]} == {r.session_id for r in same[1]}
+    assert np.isfinite(arrival).all()
+
+
+def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still_meet() -> None:
+    from pddbench.harness.analysis.capacity import measure_point
+    from pddbench.harness.analysis.recordset import RecordSet
+    from pddbench.harness.analysis.sla import SLA
+    from tests.analysis.runs import rows_table
+
+    settings = LadderSettings(point_s=50.0, warmup_s=10.0, request_limit_s=60.0)
+    base = dict(
+        session_id="s",
+        turn_index=0,
+        ttft_s=0.5,
+        tpot_s=0.01,
+        e2e_s=2.0,
+        output_tokens=100,
+        expected_output_tokens=100,
+        actual_send_s=None,
+    )
+    rows = [
+        dict(base, request_id="warm", intended_send_s=3.0),
+        dict(base, request_id="ok", intended_send_s=12.0),
+        dict(
+            base,
+            request_id="long-cut",
+            intended_send_s=20.0,
+            status="timeout",
+            expected_output_tokens=5000,
+            e2e_s=60.0,
+        ),  # bound 5 + 150 s > 60 s: censored
+        dict(
+            base, request_id="short-cut", intended_send_s=30.0, status="timeout", e2e_s=60.0
+        ),  # bound 30 s < 60 s: a miss
+        dict(base, request_id="late", intended_send_s=65.0),  # after the measured window
+    ]
+    for r in rows:
+        r["actual_send_s"] = r["intended_send_s"]
+    w = point_windows(settings, 0.0, 1.0)[0]
+    m = measure_point(
+        RecordSet.from_arrow(rows_table(rows)),
+        SLA(ttft_s=5.0, tpot_s=0.03, e2e_s=30.0),
+        w,
+        settings,
+        emulated=False,
+        probes_on=False,
+    )
+    assert (m.requests, m.met, m.censored, m.warmup_excluded) == (2, 1, 1, 1)
+    assert m.offered_rps == pytest.approx(2 / 50) and m.health.exclusion(settings) is None
