@@ -1,4 +1,5 @@
 """A worker instance (prefill, decode, relay-decode, main-decode, colocated) as an HTTP server.
+(Over 500 lines for one reason: one WorkerInstance serves every role's endpoints and engine loop.)
 
 Owns the I/O around one :class:`~pddbench.servers.engine.Engine`: its aiohttp app on its own
 address, the event channel to the router (:mod:`~pddbench.servers.channel`), KV
