@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -47,6 +48,9 @@ def test_in_band_gap_and_direction() -> None:
     assert c.direction("a", 1, "b", 2).passed
     r = c.direction("a", 3, "b", 2)
     assert not r.passed and "+50.0%" in r.gap
+    assert "undefined" in c.direction("a", math.nan, "b", 2).gap
+    assert "undefined" in c.in_band("x", math.nan, 0.7, 0.8).gap
+    assert c.direction("a", 0, "b", 0, less=False).gap == "a − b = 0"
 
 
 def test_dips_and_bathtub_and_trend() -> None:
@@ -141,6 +145,11 @@ def test_run_and_report_from_folder_alone(tmp_path) -> None:
     rows = {r["id"]: r for r in report["rows"]}
     assert len(rows) == 12
     assert rows["E7"]["verdict"] in ("reproduced in shape", "not reproduced")
+    assert rows["E2"]["verdict"] == "not run"
+    nan = Measurement(experiment="E6", quick=True, values=[Value(name="rld_share", value=math.nan)])
+    nan.save(tmp_path / "E6")  # an undefined statistic survives the file and the report
+    assert math.isnan(Measurement.load(tmp_path / "E6").get("rld_share"))
+    assert main(["experiment", "report", str(tmp_path)]) == 0
     assert rows["E10"]["verdict"] == "not run" and "issue 14" in rows["E10"]["detail"]
     assert all(r["verdict"] != "not run" or r["detail"] for r in rows.values())
     assert rows["E2"]["verdict"] == "not run" and "incomplete" in rows["E2"]["detail"]

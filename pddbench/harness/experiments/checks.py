@@ -9,6 +9,7 @@ No I/O, no clocks; randomness only through an explicit seed.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 
@@ -25,6 +26,8 @@ def in_band(name: str, value: float, low: float, high: float, unit: str = "") ->
     """``low <= value <= high``; the gap is the distance to the nearer edge."""
     u = f" {unit}" if unit else ""
     seen = f"{name} {_f(value)}{u} (band {_f(low)}–{_f(high)}{u})"
+    if not math.isfinite(value):
+        return CheckResult(False, seen, f"{name} undefined (no requests it applies to)")
     if value < low:
         return CheckResult(False, seen, f"{_f(low - value)}{u} below the band")
     if value > high:
@@ -39,8 +42,12 @@ def direction(name_a: str, a: float, name_b: str, b: float, *, less: bool = True
     seen = f"{name_a} {_f(a)} {sign}? {name_b} {_f(b)}"
     if ok:
         return CheckResult(True, seen)
-    rel = (a / b - 1) if b else float("inf")
-    return CheckResult(False, seen, f"{name_a} is {rel:+.1%} against {name_b}")
+    undefined = [n for n, v in ((name_a, a), (name_b, b)) if not math.isfinite(v)]
+    if undefined:
+        return CheckResult(False, seen, f"{' and '.join(undefined)} undefined (no requests)")
+    if b == 0:
+        return CheckResult(False, seen, f"{name_a} − {name_b} = {_f(a - b)}")
+    return CheckResult(False, seen, f"{name_a} is {a / b - 1:+.1%} against {name_b}")
 
 
 def all_of(*results: CheckResult) -> CheckResult:

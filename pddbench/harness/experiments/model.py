@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MEASUREMENT_FILE = "measurement.json"
 
@@ -35,13 +35,20 @@ class Verdict(StrEnum):
 
 
 class Value(BaseModel):
-    """One measured figure, with a 95 % interval where it is a statistic."""
+    """One measured figure, with a 95 % interval where it is a statistic (NaN: undefined)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # NaN stays NaN through the file
 
     name: str
     value: float
     unit: str = ""
     low: float | None = None
     high: float | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _null_is_nan(cls, v: object) -> object:  # files written before NaN was kept
+        return math.nan if v is None else v
 
     def text(self) -> str:
         v = _num(self.value)
@@ -61,6 +68,8 @@ def _num(x: float) -> str:
 class Series(BaseModel):
     """One line of the figure behind a row: x against y, with axis names."""
 
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     label: str
     x: list[float]
     y: list[float]
@@ -70,6 +79,8 @@ class Series(BaseModel):
 
 class Measurement(BaseModel):
     """What one run of one experiment measured (or why it measured nothing)."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     experiment: str
     quick: bool
