@@ -30,6 +30,7 @@ from pddbench.harness.experiments.model import (
     Measurement,
     Runner,
 )
+from pddbench.harness.experiments.run_capacity import run_e10
 from pddbench.harness.experiments.run_model import run_e2, run_e7_model
 from pddbench.harness.experiments.run_replay import (
     run_e4,
@@ -143,17 +144,24 @@ def _e11(m: Measurement) -> CheckResult:
     )
 
 
+def _e10(m: Measurement) -> CheckResult:
+    return c.all_of(
+        c.in_band("cost change", m.get("cost_change"), -0.142, -0.0175),
+        c.in_band("BCR change", m.get("bcr_change"), 0.1875, 0.75),
+    )
+
+
 def _never(m: Measurement) -> CheckResult:
     return CheckResult(False, "not measured", "no runner")
 
 
 CHECKS: dict[str, Callable[[Measurement], CheckResult]] = {
     "E1": _e1, "E2": _e2, "E3": _e3, "E4": _e4, "E5": _e5, "E6": _e6, "E7": _e7, "E8": _e8,
-    "E9": _e9, "E10": _never, "E11": _e11, "E12": _never,
+    "E9": _e9, "E10": _e10, "E11": _e11, "E12": _never,
 }  # fmt: skip
 RUNNERS: dict[str, Runner] = {
     "E1": run_e1, "E2": run_e2, "E3": run_e3, "E4": run_e4, "E5": run_e5, "E6": run_e6,
-    "E7": run_e7_model, "E8": run_e8, "E9": run_e9, "E11": run_e11,
+    "E7": run_e7_model, "E8": run_e8, "E9": run_e9, "E10": run_e10, "E11": run_e11,
 }  # fmt: skip
 
 

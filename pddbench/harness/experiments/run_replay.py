@@ -59,17 +59,17 @@ class ReplayRun:
         return float(self.analysis.metrics.value(key))
 
 
-def _trace(root: Path, ctx: RunContext) -> Path:
+def replay_trace(root: Path, ctx: RunContext) -> Path:
     if ctx.trace is not None:
         return ctx.trace
     path = root / "runs" / "smoke.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _child(["trace", "synth", "--profile", "smoke", "-o", str(path)], root)
+        child(["trace", "synth", "--profile", "smoke", "-o", str(path)], root)
     return path
 
 
-def _child(args: list[str], root: Path) -> None:
+def child(args: list[str], root: Path) -> None:
     cmd = [sys.executable, "-m", "pddbench", *args]
     log = root / "runs" / "replay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +97,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
     folder = root / "runs" / scenario
     runs = _run_folders(folder)
     if not runs:
-        trace = _trace(root, ctx)
+        trace = replay_trace(root, ctx)
         ctx.progress(f"replaying {scenario} ({'quick' if ctx.quick else 'full'})")
         n = QUICK_REQUESTS if ctx.quick else FULL_REQUESTS
         args = [
@@ -117,7 +117,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
         ]
         if not ctx.emulate:
             args.append("--no-emulation")
-        _child(args, root)
+        child(args, root)
         runs = _run_folders(folder)
         if not runs:
             raise UserError(f"replay of {scenario} left no run folder in {folder}")
