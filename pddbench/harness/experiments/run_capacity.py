@@ -20,8 +20,30 @@ from pddbench.harness.experiments.run_replay import child, replay_trace
 from pddbench.harness.plan.ladder import LadderVerdict
 
 SYSTEMS = ("same-dc-pd", "pdd")
-QUICK = ("--points", "3", "--point-duration", "20s", "--warmup", "5s")
-FULL = ("--points", "6", "--point-duration", "60s", "--warmup", "10s")
+QUICK = (
+    "--points",
+    "3",
+    "--start",
+    "4",
+    "--growth",
+    "2",
+    "--point-duration",
+    "20s",
+    "--warmup",
+    "5s",
+)
+FULL = (
+    "--points",
+    "6",
+    "--start",
+    "2",
+    "--growth",
+    "2",
+    "--point-duration",
+    "60s",
+    "--warmup",
+    "10s",
+)
 
 
 def _ladder(scenario: str, ctx: RunContext) -> tuple[LadderVerdict, str]:
@@ -60,6 +82,9 @@ def run_e10(exp: Experiment, ctx: RunContext) -> Measurement:
         Value(name="goodput_change", value=g1 / g0 - 1 if g0 else float("nan"), unit="fraction"),
         Value(name="bcr_change", value=(g1 / c1) / (g0 / c0) - 1 if g0 else float("nan"),
               unit="fraction"),
+        # 1 when both ladders found a capacity; 0: a load-bounded goodput, not a capacity
+        Value(name="capacities_found", value=float(all(v.basis == "capacity"
+                                                       for v in verdicts.values()))),
     ]  # fmt: skip
     emulated = ctx.emulate
     return Measurement(
