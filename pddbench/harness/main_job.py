@@ -25,25 +25,13 @@ from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.ladder import LadderSettings, LadderVerdict
+from pddbench.harness.plan.ladder import DEFAULT_LADDER, QUICK_LADDER, LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
-
-# x4 ... x26 of the busiest hour at x10 (the first point is the common load): 5 points of
-# 70 s sending + at most 45 s draining (requests are cut 45 s after they were sent) per
-# system, ~10 min a system; ~1,900 measured requests per system when the walk goes through
-# (jan-feb: ~0.5 req/s per unit of load in the busiest hour).
-MAIN_LADDER = LadderSettings(
-    start=4.0, growth=1.6, max_points=5, point_s=60.0, warmup_s=10.0, request_limit_s=45.0
-)
-# --quick: 4 points of 35 s + 30 s; fewer requests, wider intervals (reported either way)
-QUICK_LADDER = LadderSettings(
-    start=4.0, growth=2.0, max_points=4, point_s=30.0, warmup_s=5.0, request_limit_s=30.0
-)
 
 
 def main_verdict(
@@ -59,7 +47,7 @@ def main_verdict(
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
-    settings = QUICK_LADDER if quick else MAIN_LADDER
+    settings = QUICK_LADDER if quick else DEFAULT_LADDER
     began = time.monotonic()
     click.echo(
         f"pddbench: main job: {len(scenarios)} systems on one load ladder x"
@@ -69,8 +57,7 @@ def main_verdict(
         err=True,
     )
     common: list[RunPaths] = []
-    verdicts: list[BcrVerdict] = []
-    ladders: list[LadderVerdict] = []
+    rows: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]] = []
     for name in scenarios:
         scenario = load_scenario(name)
         declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
@@ -89,29 +76,28 @@ def main_verdict(
             emulate=emulate,
             check_probes=check_probes,
         )
-        if runs:
-            (runs[0] / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
-            common.append(RunPaths(runs[0]))
-        ladders.append(ladder)
-        verdicts.append(bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan")))
+        first = RunPaths(runs[0]) if runs else None
+        if first is not None:
+            (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
+            common.append(first)
+        verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
+        rows.append((verdict, ladder, first))
         click.echo(
-            f"pddbench: {len(ladders)}/{len(scenarios)} systems done in "
+            f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
             f"{(time.monotonic() - began) / 60:.1f} min",
             err=True,
         )
     print_comparison(common, out_root)
-    click.echo(markdown_table(verdict_table(verdicts, ladders, common)))
+    click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     return 0
 
 
-def verdict_table(
-    verdicts: list[BcrVerdict], ladders: list[LadderVerdict], common: list[RunPaths]
-) -> Table:
+def verdict_table(results: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]]) -> Table:
     """Per system: latency at the common load, capacity goodput [interval], cost, BCR."""
     rows = []
-    for v, lad, run in zip(verdicts, ladders, common, strict=False):
-        m = analyze_run(load_run(run.root, token_times=False)).metrics
+    for v, lad, run in results:
+        m = analyze_run(load_run(run.root, token_times=False)).metrics if run else None
         first = lad.points[0] if lad.points else None
         lo = "-" if v.goodput_low is None else f"{v.goodput_low:.3g}"
         hi = "open" if v.goodput_high is None else f"{v.goodput_high:.3g}"
@@ -120,8 +106,8 @@ def verdict_table(
             (
                 TCell(v.system),
                 TCell(f"x{first.load_scale:g}: {first.offered_rps:.3g} req/s" if first else "-"),
-                TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}"),
-                TCell(f"{m.shown('tpot.p50'):.3g}"),
+                TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}" if m else "-"),
+                TCell(f"{m.shown('tpot.p50'):.3g}" if m else "-"),
                 TCell(f"{good} [{lo}, {hi}]" if v.basis == "capacity" else f"{v.basis}: {good}"),
                 TCell(v.cost_text),
                 TCell(v.bcr_text()),

@@ -272,9 +272,8 @@ def test_parquet_round_trip_gives_the_same_metrics(tmp_path: Path, ms) -> None: 
 
 
 def test_agent_type_breakdown_when_the_column_exists() -> None:
-    import pyarrow as pa
-
-    table = rows_table(ROWS).append_column("agent_type", pa.array(["main", "sub"] * 3))
+    agents = ["main", "sub"] * 3
+    table = rows_table([dict(r, agent_type=a) for r, a in zip(ROWS, agents, strict=True)])
     records = RecordSet.from_arrow(table)
     bd = breakdown(records, "agent_type", default_registry(), Context())
     assert {g.label: g.requests for g in bd.groups} == {"main": 3, "sub": 3}

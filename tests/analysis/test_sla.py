@@ -123,6 +123,7 @@ def test_e2e_bound_scales_with_the_work_asked() -> None:
             tpot_s=0.029,
             e2e_s=2.0 + 0.029 * (out - 1),
             output_tokens=out,
+            expected_output_tokens=out,
         )
         for i, out in enumerate((100, 2619, 5415))
     ]

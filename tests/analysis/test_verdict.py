@@ -84,3 +84,19 @@ def test_a_run_with_a_capacity_verdict_shows_the_bcr(tmp_path: Path) -> None:
     assert v["goodput_low"] is not None and data["headline"][label]["bcr"]["text"].endswith(
         "(capacity)"
     )
+
+
+def test_main_job_verdict_table(tmp_path: Path) -> None:
+    from pddbench.harness.main_job import verdict_table
+    from pddbench.harness.rundir.folder import RunPaths
+
+    run = write_synth(tmp_path / "same", SynthRun(system="same-dc-pd", requests=300, seed=1))
+    cap, bounded = _ladder([500, 500, 450]), _ladder([500] * 6)
+    rows = [
+        (bcr_verdict("same-dc-pd", COST, cap, 1.0), cap, RunPaths(run)),
+        (bcr_verdict("pdd", COST, bounded, 1.0), bounded, None),
+    ]
+    text = markdown_table(verdict_table(rows))
+    same, pdd = (line for line in text.splitlines() if line.startswith(("| same", "| pdd")))
+    assert "(capacity)" in same and "x1:" in same and "88×A" in same
+    assert "load-bounded" in pdd and "(capacity)" not in pdd

@@ -313,8 +313,10 @@ _scenario("sc-sla-pct", _SLA, _SLA + "\ntarget_pct = 199.0\n")
 _scenario("sc-sla-string", _SLA, _SLA + '\ne2e_s = "thirty"\n')
 _scenario("sc-cost-typo", "line_cost = 0.3", "line_cst = 0.3")
 _scenario("sc-cost-negative", "line_cost = 0.3", "line_cost = -1")
-_scenario("sc-cost-unpriced", "gpus = { h800-sxm = 48, h20 = 32 }",
-          "gpus = { h800-sxm = 48, h20 = 32, b200 = 8 }")
+_scenario("sc-cost-unpriced", 'unit_price = { "h800-sxm" = 1.0, h20 = 1.25 }',
+          'unit_price = { "h800-sxm" = 1.0, b200 = 2.0 }')
+_scenario("sc-cost-stale-gpus", "line_cost = 0.3",
+          'line_cost = 0.3\ngpus = { "h800-sxm" = 48, h20 = 32 }')
 _scenario("sc-vocab-first", "vocab_size = 163840", "vocab_size = 163840\nfirst_token_id = 163839")
 _scenario("sc-vocab-model", "vocab_size = 163840", "vocab_size = 32000")
 _scenario("sc-handoff-typo", 'schedule = "adaptive"', 'schedul = "adaptive"')
@@ -322,7 +324,7 @@ _scenario("sc-routing-value", 'pipeline_policy = "hit-rate-aware"', 'pipeline_po
 _scenario("sc-top-typo", 'emulation_scale = "auto"', 'emulation_scal = "auto"')
 _scenario("sc-scale-negative", 'emulation_scale = "auto"', "emulation_scale = -1.0")
 _scenario("sc-front-door", 'front_door = "router"', 'front_door = "gateway"')
-_scenario("sc-duplicate-id", 'id = "p1"', 'id = "p0"')
+_scenario("sc-duplicate-id", 'id = "md1"', 'id = "md0"')
 _scenario("sc-no-router", 'role = "router"', 'role = "prefill"')
 _scenario("sc-wrong-arch-role", 'role = "relay-decode"', 'role = "decode"')
 _scenario("sc-missing-role", 'role = "main-decode"', 'role = "relay-decode"', 2)

@@ -7,7 +7,8 @@ Dimensions:
 * ``pipeline`` — the pipeline the server reports (``n/a`` when it reports none);
 * ``turn`` — the turn index in buckets ``0``, ``1``, ``2-4``, ``5-9``, ``10-19``,
   ``20-49``, ``50+`` (later turns of agent tasks hit the cache almost entirely);
-* ``agent_type`` — only when ``requests.parquet`` has such a column.
+* ``agent_type`` — only when some record has one (the trace's ``agent_type``, copied
+  into every record by the replay).
 
 Every group's metrics come from the registry over that group's records, with the *run's*
 window as duration, so group rates (goodput, RPS) add up to the run's. Groups without
@@ -97,7 +98,7 @@ NULL_LABELS = {"hit_bin": UNKNOWN, "pipeline": "n/a", "turn": UNKNOWN, "agent_ty
 
 def available_dimensions(records: RecordSet) -> tuple[str, ...]:
     dims = ["hit_bin", "pipeline", "turn"]
-    if "agent_type" in records.cat:
+    if records.cat["agent_type"].labels:  # some record has an agent type
         dims.append("agent_type")
     return tuple(dims)
 

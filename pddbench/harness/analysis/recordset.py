@@ -29,44 +29,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pddbench.harness.rundir.records import ZERO_DEFAULT_COLUMNS, Role, columns
 from pddbench.workloads.inspect import bin_index
 from pddbench.workloads.schema import PUBLISHED_HIT_BINS, bin_label
 
-NUMERIC_COLUMNS: tuple[str, ...] = (
-    "turn_index",
-    "intended_send_s",
-    "actual_send_s",
-    "first_token_s",
-    "last_token_s",
-    "end_s",
-    "ttft_s",
-    "e2e_s",
-    "tpot_s",
-    "itl_mean_s",
-    "itl_p50_s",
-    "itl_p90_s",
-    "itl_p99_s",
-    "itl_max_s",
-    "chunks",
-    "input_tokens",
-    "output_tokens",
-    "expected_output_tokens",
-    "cached_tokens_theoretical",
-    "cached_tokens_reported",
-    "client_queue_s",
-    "relay_tokens",
-    "wan_bytes",
-)
-CATEGORY_COLUMNS: tuple[str, ...] = (
-    "session_id",
-    "status",
-    "error_class",
-    "pipeline",
-    "first_token_origin",
-    "handoff_mode",
-)
-OPTIONAL_CATEGORY_COLUMNS: tuple[str, ...] = ("agent_type",)
-TOKEN_TIMES = "token_times_s"
+# every column list is derived from the record model's roles (rundir.records.Role)
+NUMERIC_COLUMNS: tuple[str, ...] = columns(Role.TIME, Role.NUMBER)
+CATEGORY_COLUMNS: tuple[str, ...] = columns(Role.CATEGORY)
+(TOKEN_TIMES,) = columns(Role.TOKEN_TIMES)
 
 _T = TypeVar("_T")
 
@@ -188,13 +158,13 @@ class RecordSet:
                 )
             else:
                 num[name] = np.full(n, np.nan)
-        for name in ("client_queue_s", "chunks", "input_tokens", "output_tokens"):
+        for name in ZERO_DEFAULT_COLUMNS:
             num[name] = np.nan_to_num(num[name], nan=0.0)
         cat: dict[str, Category] = {}
-        for name in CATEGORY_COLUMNS + OPTIONAL_CATEGORY_COLUMNS:
+        for name in CATEGORY_COLUMNS:
             if name in table.column_names:
                 cat[name] = Category.from_arrow(table.column(name))
-            elif name in CATEGORY_COLUMNS:
+            else:
                 cat[name] = Category.empty(n)
         token_times = None
         if TOKEN_TIMES in table.column_names:

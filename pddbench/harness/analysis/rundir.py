@@ -31,7 +31,6 @@ from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
     NUMERIC_COLUMNS,
-    OPTIONAL_CATEGORY_COLUMNS,
     TOKEN_TIMES,
     RecordSet,
 )
@@ -39,8 +38,7 @@ from pddbench.harness.analysis.sla import SLA, sla_from_mapping
 from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
-
-REQUIRED_COLUMNS = ("request_id", "session_id", "status", "intended_send_s")
+from pddbench.harness.rundir.records import REQUIRED_COLUMNS
 
 
 @dataclass
@@ -95,7 +93,7 @@ def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise UserError(f"{path}: missing column(s) {', '.join(missing)}")
-    wanted = set(NUMERIC_COLUMNS + CATEGORY_COLUMNS + OPTIONAL_CATEGORY_COLUMNS)
+    wanted = set(NUMERIC_COLUMNS + CATEGORY_COLUMNS)
     if token_times:
         wanted.add(TOKEN_TIMES)
     columns = [c for c in schema.names if c in wanted]

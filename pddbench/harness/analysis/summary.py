@@ -37,6 +37,7 @@ from pddbench.harness.analysis.series import (
     hit_shares,
     ttft_cdf,
 )
+from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
 from pddbench.harness.plan.ladder import LadderVerdict
@@ -72,6 +73,7 @@ class RunAnalysis:
     links: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
     ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
+    server: ServerCounters | None = None  # the servers' own counters (server_metrics)
 
 
 def analyze_records(
@@ -151,4 +153,5 @@ def analyze_run(
     result.links = _links(run)
     result.capacity = run.capacity
     result.ladder = run.ladder
+    result.server = server_counters(run.server_metrics)
     return result

@@ -217,6 +217,7 @@ def synth_table(spec: SynthRun) -> pa.Table:
         "error_class": error_class,
         "error_message": np.where(status != "ok", "synthetic failure", None),
         "server_timing": None,
+        "agent_type": None,
     }
     arrays = []
     for f in RECORDS_SCHEMA:

@@ -30,7 +30,7 @@ from pddbench.harness.pipeline import (
     trace_manifest,
 )
 from pddbench.harness.plan.default_window import default_selection
-from pddbench.harness.plan.ladder import LadderSettings
+from pddbench.harness.plan.ladder import DEFAULT_LADDER, LadderSettings
 
 
 @click.command("capacity")
@@ -39,11 +39,12 @@ from pddbench.harness.plan.ladder import LadderSettings
 @click.option("--target", "target_pct", type=float, default=None,
               help="SLA attainment target in percent (default: the scenario's SLA target).")
 @click.option("--sla", "sla_text", default=None, help="SLA overrides, e.g. ttft=2,tpot=30ms.")
-@click.option("--start", "start_load", type=float, default=1.0, show_default=True,
+@click.option("--start", "start_load", type=float, default=DEFAULT_LADDER.start, show_default=True,
               help="First load scale of the ladder (x the base arrival rate).")
-@click.option("--growth", type=float, default=1.5, show_default=True,
+@click.option("--growth", type=float, default=DEFAULT_LADDER.growth, show_default=True,
               help="Load factor between ladder points.")
-@click.option("--points", "max_points", type=int, default=6, show_default=True,
+@click.option("--points", "max_points", type=int, default=DEFAULT_LADDER.max_points,
+              show_default=True,
               help="Ladder length (the search is bounded in points).")
 @click.option("--point-duration", default="60s", show_default=True,
               help="Measured time per point (after the warm-up).")
@@ -51,7 +52,7 @@ from pddbench.harness.plan.ladder import LadderSettings
               help="Excluded at the start of every point (recorded).")
 @click.option("--max-lag", "max_lag", default="0.5s", show_default=True,
               help="A point whose schedule lag P99 exceeds this is recorded but excluded.")
-@click.option("--request-limit", "request_limit", default="60s", show_default=True,
+@click.option("--request-limit", "request_limit", default="45s", show_default=True,
               help="A point's requests are cut this long after they were sent; a cut one "
               "whose SLA bound lies beyond it is censored (excluded, counted).")
 @click.option("--out", "out_root", type=click.Path(path_type=Path), default=Path("results"),

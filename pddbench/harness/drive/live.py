@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from rich.console import Console
 
+from pddbench.harness.rundir.records import RequestRecord, Status
+
+KEEP = 20000  # most recent TTFT / lag samples kept for the view
+
 
 @dataclass
 class LiveCounters:
@@ -26,6 +30,28 @@ class LiveCounters:
     in_flight: int = 0
     ttft_s: list[float] = field(default_factory=list)
     lag_s: list[float] = field(default_factory=list)
+
+    def count(self, record: RequestRecord) -> None:
+        """A settled request: one more done (and error, unless it is ok)."""
+        self.done += 1
+        if record.status != Status.OK:
+            self.errors += 1
+
+    def observe(self, record: RequestRecord) -> None:
+        """A settled request's TTFT and schedule lag (beyond any concurrency-cap wait)."""
+        if record.ttft_s is not None:
+            self.ttft_s.append(record.ttft_s)
+        lag = record.send_lag_s
+        if lag is not None:
+            self.lag_s.append(lag - record.client_queue_s)
+        for values in (self.ttft_s, self.lag_s):  # the view reads a recent window only
+            if len(values) > KEEP:
+                del values[: KEEP // 2]
+
+    def settle(self, record: RequestRecord) -> None:
+        """:meth:`count` and :meth:`observe` (a backend that sees every record itself)."""
+        self.count(record)
+        self.observe(record)
 
 
 def _pct(values: list[float], q: float) -> float | None:

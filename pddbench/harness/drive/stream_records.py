@@ -68,7 +68,9 @@ class SseReader:
     should stop reading (``[DONE]``, a server error event, a malformed chunk).
     """
 
-    __slots__ = ("_data", "_feed", "_partial", "_sglang", "acc", "done", "server_error")
+    __slots__ = (
+        "_after_cr", "_data", "_feed", "_partial", "_sglang", "acc", "done", "server_error"
+    )
 
     def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
         self.acc = acc
@@ -76,6 +78,7 @@ class SseReader:
         self._feed = acc.feed_sglang if sglang else acc.feed_openai
         self._partial = b""
         self._data: bytes | None = None  # the data lines of the event being read
+        self._after_cr = False  # the last read ended with CR (a LF may follow in the next)
         self.done = False
         self.server_error: str | None = None
 
@@ -83,13 +86,13 @@ class SseReader:
         """Take raw body bytes (any split, lines may be cut anywhere) that arrived at ``now``.
 
         An event is read when its blank line arrives, at the time that line arrived."""
+        if self._after_cr and data.startswith(b"\n"):
+            data = data[1:]  # the LF of a CRLF that the split cut after its CR
+        self._after_cr = data.endswith(b"\r")
         if self._partial:
             data = self._partial + data
         if b"\r" in data:
-            keep_cr = data.endswith(b"\r")  # maybe half of a CRLF cut by the split
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if keep_cr:
-                data = data[:-1] + b"\r"
         lines = data.split(b"\n")
         self._partial = lines.pop()
         for line in lines:
@@ -284,6 +287,7 @@ def record_for(due: DueRequest, cached_theoretical: dict[str, int] | None) -> Re
         intended_send_s=due.intended_send_s,
         input_tokens=req.input_length,
         expected_output_tokens=req.output_length,
+        agent_type=req.agent_type,
     )
     if cached_theoretical is not None:
         record.cached_tokens_theoretical = cached_theoretical.get(req.request_id)
@@ -300,6 +304,7 @@ def skipped_record(req: PlannedRequest) -> RequestRecord:
         intended_send_s=float("nan"),
         input_tokens=req.input_length,
         expected_output_tokens=req.output_length,
+        agent_type=req.agent_type,
         status=Status.SKIPPED,
         error_class=ErrorClass.DEPENDENCY,
         error_message="a request this one depends on failed",

@@ -91,6 +91,19 @@ class LadderSettings:
         return self.max_points * self.send_s
 
 
+# The one default ladder (``pddbench capacity`` and the main job): x4 ... x26 of the base
+# arrival rate (for jan-feb: the busiest hour at x10, ~0.5 req/s per unit of load), 5 points
+# of 70 s sending + at most 45 s draining; ~10 min a system; ~1,900 measured requests per
+# system when the walk goes through.
+DEFAULT_LADDER = LadderSettings(
+    start=4.0, growth=1.6, max_points=5, point_s=60.0, warmup_s=10.0, request_limit_s=45.0
+)
+# ``--quick``: 4 points of 35 s + 30 s; fewer requests, wider intervals (reported either way)
+QUICK_LADDER = LadderSettings(
+    start=4.0, growth=2.0, max_points=4, point_s=30.0, warmup_s=5.0, request_limit_s=30.0
+)
+
+
 @dataclass(frozen=True)
 class PointWindow:
     """One point: its load and the slice of the trace (session starts) it replays."""

@@ -48,6 +48,7 @@ class PlannedRequest:
     think_time_s: float  # delay after the parent completes (ignored without a parent)
     input_length: int
     output_length: int
+    agent_type: str | None = None  # the trace's agent type, where it has one
 
 
 @dataclass(frozen=True)

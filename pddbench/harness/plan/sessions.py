@@ -116,6 +116,11 @@ def plan_requests(
     turns = table.column(Col.TURN_INDEX).to_numpy(zero_copy_only=False)
     input_length = table.column(Col.INPUT_LENGTH).to_numpy(zero_copy_only=False)
     output_length = table.column(Col.OUTPUT_LENGTH).to_numpy(zero_copy_only=False)
+    agents = (
+        table.column(Col.AGENT_TYPE).to_pylist()
+        if Col.AGENT_TYPE in table.column_names
+        else [None] * table.num_rows
+    )
 
     planned: list[PlannedRequest] = []
     for row in rows.tolist():
@@ -138,6 +143,7 @@ def plan_requests(
                 ),
                 input_length=int(input_length[row]),
                 output_length=int(output_length[row]),
+                agent_type=agents[row],
             )
         )
     planned.sort(key=lambda r: (r.arrival_s, r.request_id))

@@ -15,6 +15,7 @@ bytes) in ``metrics``; NaN is written as null.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -71,6 +72,11 @@ def report_json(report: Report) -> dict[str, Any]:
                     ]
                     for dim, bd in run.breakdowns.items()
                 },
+                "server": (
+                    {k: _num(v) for k, v in dataclasses.asdict(run.server).items()}
+                    if run.server is not None
+                    else None
+                ),
                 "errors": [
                     {
                         "status": e.status,

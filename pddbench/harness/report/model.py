@@ -69,6 +69,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("sessions", "Agent tasks (sessions)"),
     ("errors", "Errors"),
     ("breakdowns", "Breakdowns"),
+    ("server", "The servers' own counters (/metrics)"),
     ("links", "Link probes"),
     ("manifests", "Run manifests"),
     ("definitions", "Metric definitions"),

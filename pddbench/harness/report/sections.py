@@ -26,6 +26,7 @@ from pddbench.harness.report.tables import (
     price_table,
     runs_table,
     scalar_table,
+    server_table,
 )
 
 FigureFn = Callable[[Report], FigureOut | None]
@@ -182,6 +183,12 @@ def _fill(report: Report, sec: Section) -> None:
             for dim, bd in run.breakdowns.items():
                 if dim != "hit_bin":
                     sec.tables.append(breakdown_table(run.label, bd))
+    elif sid == "server":
+        table = server_table(report)
+        if table is None:
+            sec.missing = "no server_metrics.parquet in the runs (deployed runs scrape /metrics)"
+        else:
+            sec.tables.append(table)
     elif sid == "links":
         table = links_table(report)
         if table is None:

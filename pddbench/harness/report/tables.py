@@ -276,6 +276,55 @@ def links_table(report: Report) -> Table | None:
     return Table("Link probes", ("run", *keys), tuple(rows), numeric_from=2)
 
 
+def server_table(report: Report) -> Table | None:
+    """The servers' prefix-cache and queue counters beside the client's own figures."""
+    runs = [r for r in report.runs if r.server is not None]
+    if not runs:
+        return None
+
+    def share(v: float) -> str:
+        return f"{v * 100:.1f} %" if math.isfinite(v) else "-"
+
+    def ms(v: float) -> str:
+        return f"{fmt(v * 1000)} ms" if math.isfinite(v) else "-"
+
+    rows = []
+    for run in runs:
+        s = run.server
+        assert s is not None
+        rows.append(
+            (
+                TCell(run.label),
+                TCell(share(s.prefix_hit_rate)),
+                TCell(share(run.metrics.value("token_hit_rate"))),
+                TCell(fmt(run.metrics.value("cache_fidelity"))),
+                TCell(fmt(s.prompt_tokens_computed)),
+                TCell(fmt(s.waiting_mean)),
+                TCell(fmt(s.waiting_max)),
+                TCell(ms(s.queue_time_mean_s)),
+                TCell(f"{s.instances} / {s.scrapes}"),
+            )
+        )
+    return Table(
+        "Servers' own counters",
+        (
+            "run",
+            "server prefix-cache hit",
+            "client token hit rate",
+            "cache fidelity",
+            "prompt tokens computed",
+            "waiting (mean)",
+            "waiting (peak)",
+            "time queued (mean)",
+            "instances / scrapes",
+        ),
+        tuple(rows),
+        "Server columns: Δ of each instance's counters over the run (hit tokens / queried "
+        "tokens; prefill tokens), requests waiting over the scrapes, Δ queue-time sum / count. "
+        "'-': no instance exports that series. Client columns: from requests.parquet.",
+    )
+
+
 def _cell_text(v: object) -> str:
     if v is None:
         return "-"

@@ -17,10 +17,10 @@ import json
 import math
 import os
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson  # ~10x faster rows than json
 import pyarrow as pa
@@ -46,47 +46,65 @@ class ErrorClass(StrEnum):
     OUTPUT_LENGTH = "output_length"  # zero, too few (with ignore_eos) or too many tokens
     CANCELLED = "cancelled"
     DEPENDENCY = "dependency"
+    CLIENT = "client"  # the client itself failed (an exception in the harness), not the server
+
+
+class Role(StrEnum):
+    """What a record column is to its readers (declared once, on :class:`RequestRecord`)."""
+
+    KEY = "key"  # identifies the request or its parent
+    CATEGORY = "category"  # a label the analysis groups and filters by
+    TIME = "time"  # an instant: seconds on the run clock (moved by a worker's clock offset)
+    NUMBER = "number"  # a duration, count or size
+    TOKEN_TIMES = "token_times"  # every token's arrival instant (run clock), optional
+    OTHER = "other"  # kept in the table, read by no metric (messages, JSON, flags)
+
+
+def _col(role: Role, default: Any = MISSING, *, required: bool = False) -> Any:
+    """A record field of ``role``; ``required``: a records table without it is unreadable."""
+    return field(default=default, metadata={"role": role, "required": required})
 
 
 @dataclass
 class RequestRecord:
-    """Everything the client measured about one request."""
+    """Everything the client measured about one request (each field's :class:`Role`)."""
 
-    request_id: str
-    session_id: str
-    turn_index: int
-    parent_request_id: str | None
-    intended_send_s: float
-    actual_send_s: float | None = None
-    first_token_s: float | None = None
-    last_token_s: float | None = None
-    end_s: float | None = None
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    tpot_s: float | None = None  # (last - first token) / (output tokens - 1)
-    itl_mean_s: float | None = None
-    itl_p50_s: float | None = None
-    itl_p90_s: float | None = None
-    itl_p99_s: float | None = None
-    itl_max_s: float | None = None
-    chunks: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    expected_output_tokens: int = 0
-    cached_tokens_theoretical: int | None = None
-    cached_tokens_reported: int | None = None
-    client_queue_s: float = 0.0  # time waiting for the concurrency cap (0 without one)
-    pipeline: str | None = None
-    first_token_origin: str | None = None
-    relay_tokens: int | None = None
-    handoff_mode: str | None = None
-    wan_bytes: int | None = None
-    integrity_ok: bool | None = None
-    status: str = Status.OK
-    error_class: str | None = None
-    error_message: str | None = None
-    server_timing: str | None = None  # the server's `pdd` object, JSON text
-    token_times_s: list[float] | None = field(default=None)
+    request_id: str = _col(Role.KEY, required=True)
+    session_id: str = _col(Role.CATEGORY, required=True)
+    turn_index: int = _col(Role.NUMBER)
+    parent_request_id: str | None = _col(Role.KEY)
+    intended_send_s: float = _col(Role.TIME, required=True)
+    actual_send_s: float | None = _col(Role.TIME, None)
+    first_token_s: float | None = _col(Role.TIME, None)
+    last_token_s: float | None = _col(Role.TIME, None)
+    end_s: float | None = _col(Role.TIME, None)
+    ttft_s: float | None = _col(Role.NUMBER, None)
+    e2e_s: float | None = _col(Role.NUMBER, None)
+    tpot_s: float | None = _col(Role.NUMBER, None)  # (last - first token) / (output - 1)
+    itl_mean_s: float | None = _col(Role.NUMBER, None)
+    itl_p50_s: float | None = _col(Role.NUMBER, None)
+    itl_p90_s: float | None = _col(Role.NUMBER, None)
+    itl_p99_s: float | None = _col(Role.NUMBER, None)
+    itl_max_s: float | None = _col(Role.NUMBER, None)
+    chunks: int = _col(Role.NUMBER, 0)
+    input_tokens: int = _col(Role.NUMBER, 0)
+    output_tokens: int = _col(Role.NUMBER, 0)
+    expected_output_tokens: int = _col(Role.NUMBER, 0)
+    cached_tokens_theoretical: int | None = _col(Role.NUMBER, None)
+    cached_tokens_reported: int | None = _col(Role.NUMBER, None)
+    client_queue_s: float = _col(Role.NUMBER, 0.0)  # waiting for the concurrency cap
+    pipeline: str | None = _col(Role.CATEGORY, None)
+    first_token_origin: str | None = _col(Role.CATEGORY, None)
+    relay_tokens: int | None = _col(Role.NUMBER, None)
+    handoff_mode: str | None = _col(Role.CATEGORY, None)
+    wan_bytes: int | None = _col(Role.NUMBER, None)
+    integrity_ok: bool | None = _col(Role.OTHER, None)
+    status: str = _col(Role.CATEGORY, Status.OK, required=True)
+    error_class: str | None = _col(Role.CATEGORY, None)
+    error_message: str | None = _col(Role.OTHER, None)
+    server_timing: str | None = _col(Role.OTHER, None)  # the server's `pdd` object, JSON
+    agent_type: str | None = _col(Role.CATEGORY, None)  # the trace's, where it has one
+    token_times_s: list[float] | None = _col(Role.TOKEN_TIMES, None)  # noqa: RUF009 (a field())
 
     @property
     def send_lag_s(self) -> float | None:
@@ -114,6 +132,24 @@ def records_schema() -> pa.Schema:
 
 
 RECORDS_SCHEMA = records_schema()
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+
+
+def columns(*roles: Role) -> tuple[str, ...]:
+    """The record columns of ``roles``, in record order."""
+    return tuple(f.name for f in fields(RequestRecord) if f.metadata["role"] in roles)
+
+
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in fields(RequestRecord) if f.metadata["required"]
+)
+"""Columns without which a records table cannot be read."""
+ZERO_DEFAULT_COLUMNS: tuple[str, ...] = tuple(
+    f.name
+    for f in fields(RequestRecord)
+    if isinstance(f.default, int | float) and not isinstance(f.default, bool)
+)
+"""Numeric columns whose record default is a number (0): a null there reads as that 0."""
 
 
 def _clean(value: object) -> object:

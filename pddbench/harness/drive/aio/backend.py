@@ -5,8 +5,10 @@ limit on connections (open loop: a
 request is never held back by the client unless a concurrency cap is configured, and
 then the wait is recorded as ``client_queue_s``). The loop sleeps until the player's next
 due time or until a completion makes new turns ready; each request runs as its own task
-and is journalled the moment it ends. Cancellation (Ctrl-C, SIGTERM) cancels in-flight
-requests, records them as cancelled and leaves the journal complete.
+and settles the moment it ends (:mod:`~pddbench.harness.drive.lifecycle`: journal, live
+counters, player — a client-side exception is a recorded failure of class ``client``).
+Cancellation (Ctrl-C, SIGTERM) cancels in-flight requests, records them as cancelled and
+leaves the journal complete.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 
 from pddbench.harness.drive.aio.http1 import Http1Pool
 from pddbench.harness.drive.client import ApiConfig, stream_completion
+from pddbench.harness.drive.lifecycle import RequestLifecycle, Settled
 from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.stream_records import record_for, skipped_record
 from pddbench.harness.plan.player import DueRequest, PlannedRequest, SessionPlayer
-from pddbench.harness.rundir.records import ErrorClass, Journal, RequestRecord, Status
+from pddbench.harness.rundir.records import Journal
 
 PromptFn = Callable[[PlannedRequest], list[int]]
 OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
@@ -64,6 +67,10 @@ class AsyncioEngine:
         self.oracle_fn = oracle_fn
         self.stats = EngineStats()
         self._origin = time.monotonic() if clock_origin is None else clock_origin
+        self.lifecycle = RequestLifecycle(self.clock)  # request_settled, in this order:
+        self.lifecycle.add_listener(lambda e: self.journal.append(e.record))
+        self.lifecycle.add_listener(lambda e: self.stats.settle(e.record))
+        self.lifecycle.add_listener(self._completed)
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._sem: asyncio.Semaphore | None = None
@@ -128,7 +135,8 @@ class AsyncioEngine:
     async def _one(self, http: Http1Pool, due: DueRequest) -> None:
         req = due.request
         record = record_for(due, self.config.cached_tokens_theoretical)
-        ok = False
+        error: Exception | None = None
+        cancelled = False
         try:
             prompt = self.prompt_fn(req)
             oracle = self.oracle_fn(req) if self.oracle_fn else None
@@ -139,22 +147,20 @@ class AsyncioEngine:
                     await self._send(http, record, prompt, oracle)
             else:
                 await self._send(http, record, prompt, oracle)
-            ok = record.status == Status.OK
         except asyncio.CancelledError:
-            if record.status == Status.OK:
-                record.status = Status.CANCELLED
-                record.error_class = ErrorClass.CANCELLED
-                record.error_message = "cancelled before completion"
+            cancelled = True
             raise
+        except Exception as exc:  # a client-side failure still leaves a (failed) record
+            error = exc
         finally:
-            if record.end_s is None:
-                record.end_s = self.clock()
-            self.journal.append(record)
-            self._account(record)
-            with contextlib.suppress(KeyError):
-                self.player.complete(req.request_id, record.end_s, ok=ok)
-            if self._wake is not None:
-                self._wake.set()
+            self.lifecycle.settle(req, record, error=error, cancelled=cancelled)
+
+    def _completed(self, settled: Settled) -> None:
+        """The player learns the request ended; the loop wakes to send what that freed."""
+        with contextlib.suppress(KeyError):
+            self.player.complete(settled.request.request_id, settled.record.end_s, ok=settled.ok)
+        if self._wake is not None:
+            self._wake.set()
 
     async def _send(self, http, record, prompt, oracle) -> None:
         self.stats.sent += 1
@@ -170,16 +176,6 @@ class AsyncioEngine:
             )
         finally:
             self.stats.in_flight -= 1
-
-    def _account(self, record: RequestRecord) -> None:
-        self.stats.done += 1
-        if record.status != Status.OK:
-            self.stats.errors += 1
-        if record.ttft_s is not None:
-            self.stats.ttft_s.append(record.ttft_s)
-        lag = record.send_lag_s
-        if lag is not None:
-            self.stats.lag_s.append(lag - record.client_queue_s)
 
     def _journal_skipped(self, req: PlannedRequest) -> None:
         self.journal.append(skipped_record(req))

@@ -16,7 +16,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from pddbench.harness.drive.replay import ReplayPlan
 from pddbench.harness.plan.player import PlannedRequest
-from pddbench.harness.rundir.records import RequestRecord
+from pddbench.harness.rundir.records import RECORD_FIELDS, RequestRecord, Role, columns
 from pddbench.workloads.schema import Col
 
 JOB_FILE = "job.json"
@@ -32,16 +32,9 @@ PLAN_FILE = "plan.parquet"
 RESULT_FILE = "result.json"
 WORKERS_FILE = "workers.json"
 
-RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
-TIME_POINT_FIELDS: tuple[str, ...] = (
-    "intended_send_s",
-    "actual_send_s",
-    "first_token_s",
-    "last_token_s",
-    "end_s",
-)
-_TIME_POINT_INDEX = tuple(RECORD_FIELDS.index(f) for f in TIME_POINT_FIELDS)
-_TOKEN_TIMES_INDEX = RECORD_FIELDS.index("token_times_s")
+# the record model says which columns are run-clock instants (rundir.records.Role)
+_TIME_POINT_INDEX = tuple(RECORD_FIELDS.index(f) for f in columns(Role.TIME))
+(_TOKEN_TIMES_INDEX,) = (RECORD_FIELDS.index(f) for f in columns(Role.TOKEN_TIMES))
 
 CACHED_THEORETICAL = "cached_tokens_theoretical"
 
@@ -80,21 +73,24 @@ class JobSpec:
         return cls(**data)
 
 
+_PLAN_TYPES = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(),
+               "float": pa.float64()}
+_PLAN_FIELDS = tuple(f for f in fields(PlannedRequest) if f.name != "row")
+
+
 def plan_table(plan: ReplayPlan) -> pa.Table:
-    """The plan as one table: a row per planned request, with its prompt inputs."""
+    """The plan as one table: a row per planned request (every :class:`PlannedRequest`
+    field but ``row``), with its prompt inputs."""
     reqs = plan.requests
     rows = pa.array([r.row for r in reqs], type=pa.int64())
     trace = plan.table
+    planned = {
+        f.name: pa.array([getattr(r, f.name) for r in reqs], _PLAN_TYPES[str(f.type)])
+        for f in _PLAN_FIELDS
+    }
     return pa.table(
         {
-            "request_id": pa.array([r.request_id for r in reqs], pa.string()),
-            "session_id": pa.array([r.session_id for r in reqs], pa.string()),
-            "turn_index": pa.array([r.turn_index for r in reqs], pa.int32()),
-            "parent_request_id": pa.array([r.parent_request_id for r in reqs], pa.string()),
-            "arrival_s": pa.array([r.arrival_s for r in reqs], pa.float64()),
-            "think_time_s": pa.array([r.think_time_s for r in reqs], pa.float64()),
-            "input_length": pa.array([r.input_length for r in reqs], pa.int64()),
-            "output_length": pa.array([r.output_length for r in reqs], pa.int64()),
+            **planned,
             Col.BLOCK_SIZE: trace.column(Col.BLOCK_SIZE).take(rows),
             Col.BLOCK_HASHES: trace.column(Col.BLOCK_HASHES).take(rows),
             Col.PARENT_SESSION_ID: trace.column(Col.PARENT_SESSION_ID).take(rows),
@@ -117,31 +113,13 @@ def read_plan(job_dir: str | Path) -> pa.Table:
 
 def planned_requests(table: pa.Table) -> list[PlannedRequest]:
     """The plan table's rows as PlannedRequests (``row`` = position in ``table``)."""
-    cols = {
-        name: table.column(name).to_pylist()
-        for name in (
-            "request_id",
-            "session_id",
-            "turn_index",
-            "parent_request_id",
-            "arrival_s",
-            "think_time_s",
-            "input_length",
-            "output_length",
-        )
+    cols = {  # a field with a default may be absent (a table written before it existed)
+        f.name: table.column(f.name).to_pylist()
+        for f in _PLAN_FIELDS
+        if f.name in table.column_names or f.default is MISSING
     }
     return [
-        PlannedRequest(
-            request_id=cols["request_id"][i],
-            session_id=cols["session_id"][i],
-            turn_index=cols["turn_index"][i],
-            row=i,
-            parent_request_id=cols["parent_request_id"][i],
-            arrival_s=cols["arrival_s"][i],
-            think_time_s=cols["think_time_s"][i],
-            input_length=cols["input_length"][i],
-            output_length=cols["output_length"][i],
-        )
+        PlannedRequest(row=i, **{name: values[i] for name, values in cols.items()})
         for i in range(table.num_rows)
     ]
 

@@ -70,7 +70,7 @@ from pddbench.harness.drive.locust.run_state import (  # noqa: E402
 )
 from pddbench.harness.drive.locust.sharding import shard_plan  # noqa: E402
 from pddbench.harness.rundir.manifest import RunStatus  # noqa: E402
-from pddbench.harness.rundir.records import Journal, Status  # noqa: E402
+from pddbench.harness.rundir.records import Journal  # noqa: E402
 
 log = logging.getLogger("pddbench.locust.master")
 
@@ -361,14 +361,7 @@ class Coordinator:
             record = record_from_row(row, to_run_clock)
             self.journal.append(record)
             w.records += 1
-            if record.ttft_s is not None:
-                live.ttft_s.append(record.ttft_s)
-            if record.actual_send_s is not None and record.status != Status.SKIPPED:
-                live.lag_s.append(record.actual_send_s - record.intended_send_s)
-        if len(live.ttft_s) > 20000:
-            del live.ttft_s[:10000]
-        if len(live.lag_s) > 20000:
-            del live.lag_s[:10000]
+            live.observe(record)  # the workers count sent / done / errors themselves
 
     def _on_done(self, environment: Any, msg: Any, **_kw: Any) -> None:
         w = self._worker(msg)

@@ -34,6 +34,8 @@ import numpy as np
 from greenlet import GreenletExit
 
 from pddbench import __version__
+from pddbench.harness.drive.lifecycle import RequestLifecycle, Settled
+from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.locust import protocol as P
 from pddbench.harness.drive.locust.cpu import CpuMeter
 from pddbench.harness.drive.locust.gclient import http_client, stream_completion
@@ -45,10 +47,10 @@ from pddbench.harness.drive.locust.job import (
 )
 from pddbench.harness.drive.locust.waker import PreciseWaker
 from pddbench.harness.drive.replay import ReplayPlan, prompt_function
-from pddbench.harness.drive.stream_records import fail_record, record_for, skipped_record
+from pddbench.harness.drive.stream_records import record_for, skipped_record
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
-from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
+from pddbench.harness.rundir.records import RequestRecord, Status
 from pddbench.tokens import TokenStream
 
 log = logging.getLogger("pddbench.locust.worker")
@@ -86,14 +88,21 @@ class ShardDriver:
         self.outbox: list[list[object]] = []
         self.cpu_fractions: list[float] = []
         self.shipped = 0
-        self.sent = self.done = self.errors = self.in_flight = 0
+        self.counters = LiveCounters()  # sent / done / errors / in flight, shipped in batches
         self.cancelled = False
         self.stopped_at_s: float | None = None  # when the duration cap stopped new sends
         self.finished = gevent.event.Event()
         self._wake = gevent.event.Event()
         self._stop_shipping = gevent.event.Event()
         self._requests = gevent.pool.Group()
-        self._open: dict[str, RequestRecord] = {}  # popped from the player, not yet shipped
+        # popped from the player, not yet settled
+        self._open: dict[str, tuple[PlannedRequest, RequestRecord]] = {}
+        self.lifecycle = RequestLifecycle(self.clock)  # request_settled, in this order:
+        self.lifecycle.add_listener(self._ship_later)
+        self.lifecycle.add_listener(lambda e: self.counters.count(e.record))
+        if fire_request is not None:
+            self.lifecycle.add_listener(self._fire_events)
+        self.lifecycle.add_listener(self._completed)
 
     def clock(self) -> float:
         """Seconds on the worker's run clock."""
@@ -109,15 +118,8 @@ class ShardDriver:
             self._drive()
         finally:
             self._requests.kill(block=True)  # in-flight requests record themselves as cancelled
-            for record in list(self._open.values()):  # killed before they started
-                fail_record(
-                    record,
-                    self.clock,
-                    ErrorClass.CANCELLED,
-                    "cancelled before it was sent",
-                    status=Status.CANCELLED,
-                )
-                self._close(record)
+            for req, record in list(self._open.values()):  # killed before they started
+                self.lifecycle.settle(req, record, cancelled=True, unsent=True)
             for req in self.player.skipped:
                 self.outbox.append(record_row(skipped_record(req)))
             self.http.close()
@@ -130,7 +132,7 @@ class ShardDriver:
                 {
                     "records": self.shipped,
                     "cancelled": self.cancelled,
-                    "sent": self.sent,
+                    "sent": self.counters.sent,
                     "stopped_at_s": self.stopped_at_s,
                     "cpu_s": meter.total_cpu_s,
                     "wall_s": meter.total_wall_s,
@@ -154,7 +156,7 @@ class ShardDriver:
                     break
                 for due in player.pop_due(now):
                     record = record_for(due, self.plan.theoretical_cached)
-                    self._open[record.request_id] = record
+                    self._open[record.request_id] = (due.request, record)
                     self._requests.spawn(self._one, due.request, record)
                 nxt = player.next_due_s()
                 if deadline is not None:
@@ -174,13 +176,14 @@ class ShardDriver:
             wake.wait()
 
     def _one(self, req: PlannedRequest, record: RequestRecord) -> None:
-        ok = False
         itl: list[np.ndarray] = []
+        error: Exception | None = None
+        cancelled = False
         try:
             prompt = self.prompt_fn(req)
             oracle = self._oracle(req)
-            self.sent += 1
-            self.in_flight += 1
+            self.counters.sent += 1
+            self.counters.in_flight += 1
             try:
                 stream_completion(
                     self.http,
@@ -192,32 +195,24 @@ class ShardDriver:
                     on_itl=itl.append if self.fire else None,
                 )
             finally:
-                self.in_flight -= 1
-            ok = record.status == Status.OK
+                self.counters.in_flight -= 1
         except GreenletExit:
-            if record.status == Status.OK:
-                record.status = Status.CANCELLED
-                record.error_class = ErrorClass.CANCELLED
-                record.error_message = "cancelled before completion"
-        except Exception as exc:  # a client-side bug must still leave a record
-            log.exception("request %s failed in the client", req.request_id)
-            fail_record(record, self.clock, ErrorClass.STREAM, f"client error: {exc!r}")
+            cancelled = True
+        except Exception as exc:  # a client-side failure still leaves a (failed) record
+            error = exc
         finally:
-            if record.end_s is None:
-                record.end_s = self.clock()
-            self._close(record, itl[0] if itl else None)
-            with contextlib.suppress(KeyError):
-                self.player.complete(req.request_id, record.end_s, ok=ok)
-            self._wake.set()
+            self.lifecycle.settle(
+                req, record, error=error, cancelled=cancelled, itl=itl[0] if itl else None
+            )
 
-    def _close(self, record: RequestRecord, itl: np.ndarray | None = None) -> None:
-        self._open.pop(record.request_id, None)
-        self.outbox.append(record_row(record))
-        self.done += 1
-        if record.status != Status.OK:
-            self.errors += 1
-        if self.fire is not None:
-            self._fire_events(record, itl)
+    def _ship_later(self, settled: Settled) -> None:
+        self._open.pop(settled.record.request_id, None)
+        self.outbox.append(record_row(settled.record))
+
+    def _completed(self, settled: Settled) -> None:
+        with contextlib.suppress(KeyError):
+            self.player.complete(settled.request.request_id, settled.record.end_s, ok=settled.ok)
+        self._wake.set()
 
     def _oracle(self, req: PlannedRequest) -> Callable[[int], int] | None:
         seed = self.options.integrity_seed
@@ -244,16 +239,17 @@ class ShardDriver:
             {
                 "rows": rows,
                 "cpu": cpu,
-                "sent": self.sent,
-                "done": self.done,
-                "errors": self.errors,
-                "in_flight": self.in_flight,
+                "sent": self.counters.sent,
+                "done": self.counters.done,
+                "errors": self.counters.errors,
+                "in_flight": self.counters.in_flight,
             },
         )
         self.shipped += len(rows)
 
-    def _fire_events(self, record: RequestRecord, itl: np.ndarray | None) -> None:
-        fire = self.fire
+    def _fire_events(self, settled: Settled) -> None:
+        """Locust's own ``events.request`` (its web UI and stats) for a settled request."""
+        fire, record, itl = self.fire, settled.record, settled.itl
         assert fire is not None
         if record.status != Status.OK:
             fire(
