@@ -146,8 +146,8 @@ def _e11(m: Measurement) -> CheckResult:
 
 def _e10(m: Measurement) -> CheckResult:
     if m.get("capacities_found") < 1:
-        return CheckResult(False, "a ladder met the SLA at every point (load-bounded goodput)",
-                           "no capacity found: extend the ladder (--points/--start)")  # fmt: skip
+        why = "; ".join(m.notes) or "a ladder found no capacity"
+        return CheckResult(False, why, "no capacity to compare (load-bounded or refused ladder)")
     return c.all_of(
         c.in_band("cost change", m.get("cost_change"), -0.142, -0.0175),
         c.in_band("BCR change", m.get("bcr_change"), 0.1875, 0.75),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pddbench.errors import UserError
 from pddbench.harness.capacity_run import VERDICT_FILE
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.experiments.model import Experiment, Measurement, RunContext, Value
@@ -24,7 +25,7 @@ QUICK = (
     "--points",
     "3",
     "--start",
-    "4",
+    "1",
     "--growth",
     "2",
     "--point-duration",
@@ -56,7 +57,10 @@ def _ladder(scenario: str, ctx: RunContext) -> tuple[LadderVerdict, str]:
                 "--out", str(folder), *(QUICK if ctx.quick else FULL)]  # fmt: skip
         if not ctx.emulate:
             args.append("--no-emulation")
-        child(args, root)
+        child(args, root, ok=(0, 1, 2))  # 2: a refused search, its verdict still written
+        if not path.exists():
+            raise UserError(f"`pddbench capacity` for {scenario} wrote no {VERDICT_FILE}; "
+                            f"see {root / 'runs' / 'replay.log'}")  # fmt: skip
     return LadderVerdict.model_validate_json(path.read_text(encoding="utf-8")), str(
         Path(folder).relative_to(root)
     )
