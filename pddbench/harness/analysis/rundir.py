@@ -38,7 +38,7 @@ from pddbench.harness.analysis.sla import SLA, sla_from_mapping
 from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
-from pddbench.harness.rundir.records import REQUIRED_COLUMNS
+from pddbench.harness.rundir.records import REQUIRED_COLUMNS, latency_columns
 
 
 @dataclass
@@ -106,7 +106,7 @@ def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     return records
 
 
-_LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
+_LATENCIES = latency_columns()
 
 
 def check_latencies(records: RecordSet, path: Path) -> None:

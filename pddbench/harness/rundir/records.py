@@ -60,9 +60,14 @@ class Role(StrEnum):
     OTHER = "other"  # kept in the table, read by no metric (messages, JSON, flags)
 
 
-def _col(role: Role, default: Any = MISSING, *, required: bool = False) -> Any:
-    """A record field of ``role``; ``required``: a records table without it is unreadable."""
-    return field(default=default, metadata={"role": role, "required": required})
+def _col(
+    role: Role, default: Any = MISSING, *, required: bool = False, latency: bool = False
+) -> Any:
+    """A record field of ``role``; ``required``: a records table without it is unreadable;
+    ``latency``: a user-facing latency, never negative in a readable table."""
+    return field(
+        default=default, metadata={"role": role, "required": required, "latency": latency}
+    )
 
 
 @dataclass
@@ -78,9 +83,10 @@ class RequestRecord:
     first_token_s: float | None = _col(Role.TIME, None)
     last_token_s: float | None = _col(Role.TIME, None)
     end_s: float | None = _col(Role.TIME, None)
-    ttft_s: float | None = _col(Role.NUMBER, None)
-    e2e_s: float | None = _col(Role.NUMBER, None)
-    tpot_s: float | None = _col(Role.NUMBER, None)  # (last - first token) / (output - 1)
+    ttft_s: float | None = _col(Role.NUMBER, None, latency=True)
+    e2e_s: float | None = _col(Role.NUMBER, None, latency=True)
+    # TPOT: (last - first token) / (output - 1)
+    tpot_s: float | None = _col(Role.NUMBER, None, latency=True)
     itl_mean_s: float | None = _col(Role.NUMBER, None)
     itl_p50_s: float | None = _col(Role.NUMBER, None)
     itl_p90_s: float | None = _col(Role.NUMBER, None)
@@ -145,6 +151,11 @@ def records_schema() -> pa.Schema:
 
 RECORDS_SCHEMA = records_schema()
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+
+
+def latency_columns() -> tuple[str, ...]:
+    """The user-facing latencies (TTFT, E2E, TPOT): the columns a reader refuses negative."""
+    return tuple(f.name for f in fields(RequestRecord) if f.metadata["latency"])
 
 
 def columns(*roles: Role) -> tuple[str, ...]:
