@@ -7,6 +7,11 @@ user controls — a malformed trace, a missing file, a bad option. The CLI turns
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic is not imported for the CLI's --help
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """A problem the user can fix; printed as one line, exits with ``exit_code``."""
@@ -24,3 +29,9 @@ class UserError(Exception):
 
 class TraceError(UserError):
     """A trace that cannot be read or does not validate; ``details``: one line per problem."""
+
+
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """A pydantic ``ValidationError``'s first error as (dotted location, message)."""
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), str(first["msg"])

@@ -1,4 +1,5 @@
 """A worker instance (prefill, decode, relay-decode, main-decode, colocated) as an HTTP server.
+(Over 500 lines for one reason: one WorkerInstance serves every role's endpoints and engine loop.)
 
 Owns the I/O around one :class:`~pddbench.servers.engine.Engine`: its aiohttp app on its own
 address, the event channel to the router (:mod:`~pddbench.servers.channel`), KV
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
+from pddbench.servers import prewarm
 from pddbench.servers import protocol as proto
 from pddbench.servers.channel import EventChannel, event_line, token_line
 from pddbench.servers.clock import ClockAnchor, LoopLagMonitor
@@ -139,6 +141,7 @@ class WorkerInstance(HandoffEndpoints):
         r.add_get("/metrics", self.h_metrics)
         r.add_post("/internal/abort", self.h_abort)
         r.add_get("/internal/events", self.h_events)
+        prewarm.add_routes(r, lambda: self._http_for(kv=True))  # pre-warmed KV peers
         if self.role is Role.COLOCATED:
             r.add_post("/internal/generate", self.h_generate)
         elif self.role is Role.PREFILL:

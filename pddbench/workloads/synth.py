@@ -1,4 +1,5 @@
 """Synthetic agentic traces: seeded, vectorised generation of multi-turn agent tasks.
+(Over 500 lines for one reason: one vectorised pipeline, sessions → turns → arrivals → hashes.)
 
 Model (parameters in a :class:`~pddbench.workloads.synth_profile.Profile`):
 

@@ -1,4 +1,5 @@
 """Trace validation: does a table read from a file hold a well-formed canonical trace?
+(Over 500 lines for one reason: conforming and every row check of one trace, read in one pass.)
 
 Two steps, both pure (no I/O; ``traceio.read_trace`` calls them):
 

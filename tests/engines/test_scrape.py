@@ -17,6 +17,7 @@ from pddbench.harness.drive.scrape import (
     metrics_targets,
     write_server_metrics,
 )
+from tests.waiting import await_until
 
 DATA = Path(__file__).parent / "data"
 
@@ -56,7 +57,7 @@ def test_scraper_polls_maps_counts_failures_and_writes_parquet(tmp_path) -> None
         targets = metrics_targets({"vllm0": url + "/", "gone": f"http://127.0.0.1:{_dead_port()}"})
         scraper = MetricsScraper(targets, interval_s=0.1, timeout_s=1.0)
         scraper.start()
-        await asyncio.sleep(0.45)
+        await await_until(lambda: scraper.scrapes >= 4, what="four scrapes")
         await scraper.stop()  # takes one more scrape
         await runner.cleanup()
         return scraper

@@ -19,25 +19,21 @@ import pytest
 from click.testing import CliRunner
 
 from pddbench.errors import UserError
-from pddbench.workloads.traceio import build_table, write_trace
+from tests.traces import chain_trace
 
 PDDBENCH = [sys.executable, "-m", "pddbench"]
 
 
 def small_trace(path: Path, sessions: int = 3) -> Path:
-    table = build_table(
-        request_id=[f"s{s}" for s in range(sessions)],
-        session_id=[f"s{s}" for s in range(sessions)],
-        turn_index=[0] * sessions,
-        arrival_s=[0.1 * s for s in range(sessions)],
-        input_length=[1024] * sessions,
-        output_length=[8] * sessions,
-        block_size=512,
-        block_hashes=[[100 * s, 100 * s + 1] for s in range(sessions)],
-        parent_request_id=[None] * sessions,
-        think_time_s=[None] * sessions,
+    return chain_trace(
+        path,
+        sessions=sessions,
+        turns=1,
+        session_gap_s=0.1,
+        block=512,
+        output_tokens=8,
+        hashes=lambda s, _t: [100 * s, 100 * s + 1],
     )
-    return write_trace(table, path)
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")

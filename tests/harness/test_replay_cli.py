@@ -12,37 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pddbench.workloads.traceio import build_table, write_trace
+from tests.traces import chain_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 PDDBENCH = [sys.executable, "-m", "pddbench"]
-
-
-def _trace(path: Path, sessions: int = 20, turns: int = 3) -> Path:
-    rows = {k: [] for k in ("rid", "sid", "turn", "arr", "inp", "parent", "hashes", "think")}
-    for s in range(sessions):
-        for t in range(turns):
-            rows["rid"].append(f"s{s}-t{t}")
-            rows["sid"].append(f"s{s}")
-            rows["turn"].append(t)
-            rows["arr"].append(0.05 * s + t)
-            rows["inp"].append(64 * (t + 1))
-            rows["parent"].append(f"s{s}-t{t - 1}" if t else None)
-            rows["hashes"].append([1000 * s + b for b in range(t + 1)])
-            rows["think"].append(0.02 if t else None)
-    table = build_table(
-        request_id=rows["rid"],
-        session_id=rows["sid"],
-        turn_index=rows["turn"],
-        arrival_s=rows["arr"],
-        input_length=rows["inp"],
-        output_length=[16] * len(rows["rid"]),
-        block_size=64,
-        block_hashes=rows["hashes"],
-        parent_request_id=rows["parent"],
-        think_time_s=rows["think"],
-    )
-    return write_trace(table, path)
 
 
 def _run_dir(out: Path) -> Path:
@@ -52,7 +25,7 @@ def _run_dir(out: Path) -> Path:
 
 def test_replay_target_records_every_request_once(tmp_path, server) -> None:
     url = server(tokens_per_chunk=2)
-    trace = _trace(tmp_path / "t.parquet")
+    trace = chain_trace(tmp_path / "t.parquet")
     res = subprocess.run(
         [*PDDBENCH, "replay", "--trace", str(trace), "--target", url, "--out", str(tmp_path / "o")],
         cwd=ROOT,
@@ -98,7 +71,7 @@ def test_missing_trace_one_line_hint(tmp_path) -> None:
 
 
 def test_unreachable_target_records_connect_errors(tmp_path) -> None:
-    trace = _trace(tmp_path / "t.parquet", sessions=3, turns=2)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=3, turns=2)
     res = subprocess.run(
         [
             *PDDBENCH,
@@ -123,7 +96,7 @@ def test_unreachable_target_records_connect_errors(tmp_path) -> None:
 
 
 def _start_slow_replay(tmp_path: Path, url: str) -> subprocess.Popen:
-    trace = _trace(tmp_path / "t.parquet", sessions=30, turns=4)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=30, turns=4)
     return subprocess.Popen(
         [*PDDBENCH, "replay", "--trace", str(trace), "--target", url, "--out", str(tmp_path / "o")],
         cwd=ROOT,
@@ -164,8 +137,8 @@ def test_sigint_finalises_partial_results_and_exits_130(tmp_path, server) -> Non
 def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
     url = server(tokens_per_chunk=1, delay=0.05)
     proc = _start_slow_replay(tmp_path, url)
-    run = _wait_for_records(tmp_path / "o", 8)
-    time.sleep(1.2)  # at least one flush interval after the records we count on
+    _wait_for_records(tmp_path / "o", 8)
+    run = _wait_for_records(tmp_path / "o", 12)  # mid-run, more records flushed since
     flushed = (run / "journal.jsonl").read_text().count("\n")
     proc.kill()
     proc.wait(timeout=10)
@@ -181,7 +154,7 @@ def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
 
 def test_replay_engine_locust_two_workers(tmp_path, server) -> None:
     url = server(tokens_per_chunk=2)
-    trace = _trace(tmp_path / "t.parquet", sessions=10, turns=2)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=10, turns=2)
     res = subprocess.run(
         [
             *PDDBENCH,
@@ -223,8 +196,8 @@ def test_sigkill_then_resume_completes_every_request_exactly_once(tmp_path, serv
     (in flight or not yet sent) are sent, each request appears exactly once, all ok."""
     url = server(tokens_per_chunk=1, delay=0.05)
     proc = _start_slow_replay(tmp_path, url)
-    run = _wait_for_records(tmp_path / "o", 10)
-    time.sleep(1.2)
+    _wait_for_records(tmp_path / "o", 10)
+    run = _wait_for_records(tmp_path / "o", 14)  # mid-run, more records flushed since
     proc.kill()
     proc.wait(timeout=10)
     kept = {
@@ -265,7 +238,7 @@ def test_sigkill_then_resume_completes_every_request_exactly_once(tmp_path, serv
 
 def test_resume_refuses_a_complete_run(tmp_path, server) -> None:
     url = server(tokens_per_chunk=4)
-    trace = _trace(tmp_path / "t.parquet", sessions=2, turns=1)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=2, turns=1)
     out = tmp_path / "o"
     subprocess.run(
         [*PDDBENCH, "replay", "--trace", str(trace), "--target", url, "--out", str(out)],

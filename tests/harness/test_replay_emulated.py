@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.workloads.traceio import build_table, write_trace
+from tests.traces import chain_trace
 
 
 def _cannot_emulate() -> str | None:
@@ -48,34 +48,25 @@ THINK_S = 12.0
 OUTPUT_TOKENS = 16
 
 
+def _cold_then_warm(s: int, t: int) -> list[int]:
+    cold = [(s + 1) * 1_000_000 + b for b in range(COLD_BLOCKS)]
+    warm = [(s + 1) * 1_000_000 + 500_000 + b for b in range(WARM_EXTRA_BLOCKS)]
+    return cold if t == 0 else cold + warm
+
+
 def emulated_trace(path: Path) -> Path:
     """SESSIONS sessions of two turns: a cold ~60K-token turn, then a turn that extends it."""
-    cols: dict[str, list] = {k: [] for k in ("rid", "sid", "turn", "arr", "inp", "par", "h", "th")}
-    for s in range(SESSIONS):
-        cold = [(s + 1) * 1_000_000 + b for b in range(COLD_BLOCKS)]
-        warm = cold + [(s + 1) * 1_000_000 + 500_000 + b for b in range(WARM_EXTRA_BLOCKS)]
-        for t, hashes in enumerate((cold, warm)):
-            cols["rid"].append(f"s{s}-t{t}")
-            cols["sid"].append(f"s{s}")
-            cols["turn"].append(t)
-            cols["arr"].append(SESSION_GAP_S * s + (THINK_S + 1.0) * t)
-            cols["inp"].append(len(hashes) * BLOCK)
-            cols["par"].append(f"s{s}-t{t - 1}" if t else None)
-            cols["h"].append(hashes)
-            cols["th"].append(THINK_S if t else None)
-    table = build_table(
-        request_id=cols["rid"],
-        session_id=cols["sid"],
-        turn_index=cols["turn"],
-        arrival_s=cols["arr"],
-        input_length=cols["inp"],
-        output_length=[OUTPUT_TOKENS] * len(cols["rid"]),
-        block_size=BLOCK,
-        block_hashes=cols["h"],
-        parent_request_id=cols["par"],
-        think_time_s=cols["th"],
+    return chain_trace(
+        path,
+        sessions=SESSIONS,
+        turns=2,
+        session_gap_s=SESSION_GAP_S,
+        turn_gap_s=THINK_S + 1.0,
+        think_s=THINK_S,
+        block=BLOCK,
+        output_tokens=OUTPUT_TOKENS,
+        hashes=_cold_then_warm,
     )
-    return write_trace(table, path)
 
 
 def _namespaces() -> list[str]:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.workloads.traceio import build_table, write_trace
 from tests.harness.test_replay_emulated import PDDBENCH, ROOT, SKIP_REASON, RunWatch, run_watch
+from tests.traces import chain_trace
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
 __all__ = ["run_watch"]  # the fixture, shared with test_replay_emulated
@@ -35,31 +35,17 @@ OUTPUT_TOKENS = 160  # ~3 s of decode per request on H20: many requests in fligh
 
 def busy_trace(path: Path) -> Path:
     """SESSIONS concurrent sessions of TURNS turns, short prompts, long-ish outputs."""
-    cols: dict[str, list] = {k: [] for k in ("rid", "sid", "turn", "arr", "inp", "par", "h", "th")}
-    for s in range(SESSIONS):
-        for t in range(TURNS):
-            blocks = 4 + t
-            cols["rid"].append(f"s{s}-t{t}")
-            cols["sid"].append(f"s{s}")
-            cols["turn"].append(t)
-            cols["arr"].append(0.25 * s + 4.0 * t)
-            cols["inp"].append(blocks * BLOCK)
-            cols["par"].append(f"s{s}-t{t - 1}" if t else None)
-            cols["h"].append([(s + 1) * 10_000 + b for b in range(blocks)])
-            cols["th"].append(0.2 if t else None)
-    table = build_table(
-        request_id=cols["rid"],
-        session_id=cols["sid"],
-        turn_index=cols["turn"],
-        arrival_s=cols["arr"],
-        input_length=cols["inp"],
-        output_length=[OUTPUT_TOKENS] * len(cols["rid"]),
-        block_size=BLOCK,
-        block_hashes=cols["h"],
-        parent_request_id=cols["par"],
-        think_time_s=cols["th"],
+    return chain_trace(
+        path,
+        sessions=SESSIONS,
+        turns=TURNS,
+        session_gap_s=0.25,
+        turn_gap_s=4.0,
+        think_s=0.2,
+        block=BLOCK,
+        output_tokens=OUTPUT_TOKENS,
+        hashes=lambda s, t: [(s + 1) * 10_000 + b for b in range(4 + t)],
     )
-    return write_trace(table, path)
 
 
 def _start(trace: Path, out: Path, watch: RunWatch) -> subprocess.Popen[str]:

@@ -13,7 +13,8 @@ import pytest
 
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import builtin_scenarios, load_scenario, parse_scenario
-from tests.harness.test_replay_cli import ROOT, _trace
+from tests.harness.test_replay_cli import ROOT
+from tests.traces import chain_trace
 
 PDDBENCH = [sys.executable, "-m", "pddbench"]
 
@@ -77,7 +78,7 @@ def test_engine_command_path_replays_on_loopback(tmp_path) -> None:
         ["{python}", "-m", "tests.harness.sse_server", "2", "0", "{host}", "{port}"],
         port,
     )
-    trace = _trace(tmp_path / "t.parquet", sessions=4, turns=2)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=4, turns=2)
     res = subprocess.run(
         [
             *PDDBENCH,
@@ -110,7 +111,7 @@ def test_engine_that_dies_is_named_with_its_log(tmp_path) -> None:
         ["{python}", "-c", "import sys; print('cannot load model weights'); sys.exit(3)"],
         _free_port(),
     )
-    trace = _trace(tmp_path / "t.parquet", sessions=1, turns=1)
+    trace = chain_trace(tmp_path / "t.parquet", sessions=1, turns=1)
     res = subprocess.run(
         [
             *PDDBENCH,

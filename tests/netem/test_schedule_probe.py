@@ -23,6 +23,7 @@ from pddbench.netem.schedule import (
     ScheduleRunner,
     changes_table,
 )
+from tests.waiting import wait_until
 
 
 def test_link_change_must_change_something() -> None:
@@ -72,7 +73,7 @@ def test_schedule_runner_records_errors_and_stops() -> None:
         }
     )
     runner = ScheduleRunner(sched, fail).start()
-    time.sleep(0.05)
+    wait_until(lambda: runner.errors, what="the first event's failure")
     runner.stop()
     assert runner.errors == ["at 0.0s on x: boom"]
 

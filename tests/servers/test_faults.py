@@ -21,6 +21,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.waiting import await_until
+
 from .helpers import complete, deployment, expected, free_port, running
 
 pytestmark = pytest.mark.timeout(120)
@@ -176,7 +178,11 @@ def test_killed_instance_fails_its_requests_promptly(tmp_path: Path) -> None:
                 done = await asyncio.wait_for(asyncio.gather(*tasks), 30)
                 elapsed = time.monotonic() - t_kill
                 assert elapsed < 8, elapsed  # not a hang (survivors need ~3 s of decode)
-                await asyncio.sleep(0.5)
+                for _ in range(200):  # the router's health checks have seen d1 go
+                    async with http.get(url + "/health") as r:
+                        if "d1" in (await r.json()).get("down", []):
+                            break
+                    await asyncio.sleep(0.05)
                 after = [await complete(http, url, [5] * 500, 4, f"after{k}") for k in range(4)]
                 return [(c.error or "", c) for c in done] + [(c.error or "", c) for c in after]
 
@@ -230,8 +236,12 @@ def test_broken_kv_connection_is_reported() -> None:
         slow = {"d0": {"rate_bytes_per_s": 5e6}}
         async with running(spec, slow) as (host, url, links), aiohttp.ClientSession() as http:
             task = asyncio.create_task(complete(http, url, list(range(20000)), 50, "kvcut"))
-            await asyncio.sleep(0.8)
-            assert links["d0"].cut_busiest() > 1_000_000  # the KV connection, mid-transfer
+            link = links["d0"]
+            await await_until(
+                lambda: max((f.bytes for f, _ in link._conns), default=0) > 1_000_000,
+                what="1 MB of KV on the wire",
+            )
+            assert link.cut_busiest() > 1_000_000  # the KV connection, mid-transfer
             c = await asyncio.wait_for(task, 10)
             assert c.error is not None and "KV" in c.error, c.error
             deadline = time.monotonic() + 5

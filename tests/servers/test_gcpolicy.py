@@ -6,6 +6,7 @@ import asyncio
 import gc
 
 from pddbench.servers.gcpolicy import QuietGc
+from tests.waiting import await_until
 
 
 def test_quiet_gc_stops_automatic_full_collections_and_restores_on_stop() -> None:
@@ -27,18 +28,27 @@ def test_quiet_gc_stops_automatic_full_collections_and_restores_on_stop() -> Non
 
 def test_quiet_gc_collects_once_per_idle_period_after_work() -> None:
     busy = [True]
+    checks = [0]  # how often the sweeper asked whether the server is idle
+
+    def idle() -> bool:
+        checks[0] += 1
+        return not busy[0]
+
+    async def checked(more: int) -> None:
+        target = checks[0] + more
+        await await_until(lambda: checks[0] >= target, what=f"{more} idle checks")
 
     async def run() -> list[int]:
-        q = QuietGc(lambda: not busy[0], interval_s=0.01)
+        q = QuietGc(idle, interval_s=0.01)
         q.start()
         seen = []
         try:
-            await asyncio.sleep(0.05)
+            await checked(5)
             seen.append(q.full_collections)  # busy: none
             busy[0] = False
-            await asyncio.sleep(0.1)
+            await await_until(lambda: q.full_collections >= 1, what="a full collection")
             seen.append(q.full_collections)  # idle after work: exactly one
-            await asyncio.sleep(0.05)
+            await checked(5)
             seen.append(q.full_collections)  # still idle, nothing new ran: still one
         finally:
             q.stop()

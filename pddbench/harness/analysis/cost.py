@@ -40,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from pddbench.errors import UserError
+from pddbench.errors import UserError, first_problem
 
 # B:A price ratios the report's sensitivity table uses (PDD.md: B costs 1.2-1.3 A)
 SENSITIVITY_PRICES: tuple[float, ...] = (0.8, 1.0, 1.25)
@@ -217,9 +217,9 @@ def cost_from_mapping(data: object, *, where: str) -> CostModel | None:
     try:
         return CostModel.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "cost"
-        raise UserError(f"{where}: cost.{loc}: {first['msg']}") from None
+        loc, msg = first_problem(exc)
+        loc = loc or "cost"
+        raise UserError(f"{where}: cost.{loc}: {msg}") from None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
-from pddbench.errors import UserError
+from pddbench.errors import UserError, first_problem
 from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
@@ -168,9 +168,8 @@ def _read_model(path: Path, model: type[_M], text: str | None = None) -> _M:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{path}: {loc}: {first['msg']}") from None
+        loc, msg = first_problem(exc)
+        raise UserError(f"{path}: {loc}: {msg}") from None
 
 
 def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:

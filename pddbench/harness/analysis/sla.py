@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from pddbench.errors import UserError
+from pddbench.errors import UserError, first_problem
 from pddbench.harness.analysis.recordset import RecordSet
 
 
@@ -152,9 +152,9 @@ def sla_from_mapping(data: Any, *, where: str) -> SLA:
         own = SLA.model_validate(data)
         return DEFAULT_SLA.model_copy(update=own.model_dump(exclude_unset=True))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "sla"
-        raise UserError(f"{where}: sla.{loc}: {first['msg']}") from None
+        loc, msg = first_problem(exc)
+        loc = loc or "sla"
+        raise UserError(f"{where}: sla.{loc}: {msg}") from None
 
 
 def with_overrides(base: SLA, overrides: dict[str, float]) -> SLA:
@@ -162,9 +162,8 @@ def with_overrides(base: SLA, overrides: dict[str, float]) -> SLA:
     try:
         return SLA.model_validate({**base.model_dump(), **overrides})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"--sla: {loc}: {first['msg']}") from None
+        loc, msg = first_problem(exc)
+        raise UserError(f"--sla: {loc}: {msg}") from None
 
 
 @dataclass(frozen=True)

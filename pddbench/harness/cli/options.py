@@ -11,6 +11,7 @@ each option sets; a test holds the two together. Must not run anything.
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 import click
 
@@ -96,6 +97,17 @@ def build_options(
     )
 
 
+def _choice(flag: str, default: StrEnum, help: str | None = None):
+    """An option whose values are those of ``default``'s enum."""
+    return click.option(
+        flag,
+        type=click.Choice([v.value for v in type(default)]),
+        default=default.value,
+        show_default=True,
+        help=help,
+    )
+
+
 def selection_options(f):
     """The trace-selection and timing options shared by replay-like commands."""
     opts = [
@@ -126,28 +138,19 @@ def selection_options(f):
             help="Keep task groups in start order up to this many requests.",
         ),
         click.option("--seed", type=int, default=0, show_default=True),
-        click.option(
+        _choice(
             "--think-policy",
-            type=click.Choice([p.value for p in ThinkPolicy]),
-            default=ThinkPolicy.TRACE.value,
-            show_default=True,
-            help="Think time between turns: from the trace (falling back to the "
+            ThinkPolicy.TRACE,
+            "Think time between turns: from the trace (falling back to the "
             "arrival gap), the arrival gap, or zero.",
         ),
-        click.option(
+        _choice(
             "--on-error",
-            type=click.Choice([p.value for p in OnError]),
-            default=OnError.CONTINUE.value,
-            show_default=True,
-            help="After a failed turn: send the session's next turns anyway, or "
+            OnError.CONTINUE,
+            "After a failed turn: send the session's next turns anyway, or "
             "skip them (recorded as skipped).",
         ),
-        click.option(
-            "--api",
-            type=click.Choice([k.value for k in ApiKind]),
-            default=ApiKind.OPENAI.value,
-            show_default=True,
-        ),
+        _choice("--api", ApiKind.OPENAI),
         click.option("--model", default=None, help="Model name to send (OpenAI API)."),
         click.option(
             "--max-concurrency",

@@ -90,6 +90,57 @@ def request_body(api: ApiConfig, prompt: list[int], max_tokens: int, request_id:
     return body
 
 
+def prepare_exchange(
+    api: ApiConfig,
+    record: RequestRecord,
+    prompt: list[int],
+    expected_token_fn: Callable[[int], int] | None,
+) -> tuple[StreamAccumulator, SseReader, bytes, dict[str, str]]:
+    """What both clients build before sending: the stream's accumulator and reader, the
+    body (encoded before the send is stamped: client-side encoding is not the server's
+    latency) and the headers."""
+    acc = StreamAccumulator(expected_token_fn=expected_token_fn)
+    reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
+    body = encode_json(request_body(api, prompt, record.expected_output_tokens, record.request_id))
+    headers = {"X-Request-Id": record.request_id, "Content-Type": "application/json"}
+    return acc, reader, body, headers
+
+
+def cut_short(
+    record: RequestRecord,
+    acc: StreamAccumulator,
+    clock: Callable[[], float],
+    error_class: ErrorClass,
+    message: str,
+    *,
+    status: Status = Status.ERROR,
+) -> RequestRecord:
+    """A stream that ended early: what it measured so far, then the failure."""
+    _finish(record, acc.summary(), clock)
+    return _fail(record, clock, error_class, message, status=status)
+
+
+def settle_reply(
+    record: RequestRecord,
+    status: int,
+    error_body: bytes,
+    reader: SseReader,
+    api: ApiConfig,
+    clock: Callable[[], float],
+) -> RequestRecord:
+    """A finished exchange: an HTTP error, else the stream's judged record."""
+    if status >= 400:
+        return _fail(record, clock, ErrorClass.HTTP, http_error_message(status, error_body))
+    return settle_record(
+        record,
+        reader,
+        reader.acc.summary(),
+        clock,
+        keep_token_times=api.keep_token_times,
+        exact_length=api.ignore_eos,
+    )
+
+
 async def stream_completion(
     http: Http1Pool,
     api: ApiConfig,
@@ -100,14 +151,8 @@ async def stream_completion(
     expected_token_fn: Callable[[int], int] | None = None,
 ) -> RequestRecord:
     """Send one request, read its stream, and fill ``record`` (also returned)."""
-    acc = StreamAccumulator(expected_token_fn=expected_token_fn)
-    reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
+    acc, reader, payload, headers = prepare_exchange(api, record, prompt, expected_token_fn)
     sink: SseReader | DeferredSse = reader if api.kind is ApiKind.SGLANG else DeferredSse(reader)
-    # encode before stamping the send: client-side encoding is not the server's latency
-    payload = encode_json(
-        request_body(api, prompt, record.expected_output_tokens, record.request_id)
-    )
-    headers = {"X-Request-Id": record.request_id, "Content-Type": "application/json"}
     # stamped before a connection is taken or opened: a new connection's set-up is part of
     # what the request waited for (as in vLLM's and AIPerf's clients)
     record.actual_send_s = clock()
@@ -124,34 +169,21 @@ async def stream_completion(
         )
     except ExchangeTimeout as exc:
         sink.drain()
-        _finish(record, acc.summary(), clock)
-        return _fail(record, clock, ErrorClass.TIMEOUT, f"timed out: {exc}", status=Status.TIMEOUT)
+        return cut_short(
+            record, acc, clock, ErrorClass.TIMEOUT, f"timed out: {exc}", status=Status.TIMEOUT
+        )
     except asyncio.CancelledError:
         sink.drain()
-        _finish(record, acc.summary(), clock)
-        _fail(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
+        cut_short(record, acc, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
     except ConnectFailed as exc:
         return _fail(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
     except (StreamCut, OSError) as exc:
         sink.drain()
-        _finish(record, acc.summary(), clock)
-        return _fail(record, clock, ErrorClass.STREAM, str(exc))
-    if reply.status >= 400:
-        return _fail(
-            record, clock, ErrorClass.HTTP, http_error_message(reply.status, reply.error_body)
-        )
-    if isinstance(sink, DeferredSse):
+        return cut_short(record, acc, clock, ErrorClass.STREAM, str(exc))
+    if reply.status < 400 and isinstance(sink, DeferredSse):
         # let sends already due in this loop iteration go first: parsing is never late,
         # a send stamped behind a ~0.2 ms parse would be
         await asyncio.sleep(0)
-    sink.drain()
-    summary = acc.summary()
-    return settle_record(
-        record,
-        reader,
-        summary,
-        clock,
-        keep_token_times=api.keep_token_times,
-        exact_length=api.ignore_eos,
-    )
+        sink.drain()
+    return settle_reply(record, reply.status, reply.error_body, reader, api, clock)

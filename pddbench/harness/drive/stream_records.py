@@ -24,6 +24,7 @@ from collections.abc import Callable
 from orjson import JSONDecodeError as _DecodeError
 from orjson import loads as _loads
 
+from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
 from pddbench.harness.drive.stream import StreamAccumulator, StreamSummary
 from pddbench.harness.plan.player import DueRequest, PlannedRequest
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
@@ -69,7 +70,14 @@ class SseReader:
     """
 
     __slots__ = (
-        "_after_cr", "_data", "_feed", "_partial", "_sglang", "acc", "done", "server_error"
+        "_after_cr",
+        "_data",
+        "_feed",
+        "_partial",
+        "_sglang",
+        "acc",
+        "done",
+        "server_error",
     )
 
     def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
@@ -196,6 +204,10 @@ def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None
         record.handoff_mode = _str_or_none(pdd.get("handoff_mode"))
         record.relay_tokens = _int_or_none(pdd.get("relay_tokens"))
         record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
+        if send is not None and s.first_token_s is not None:
+            parts = decompose(record.server_timing, send, s.first_token_s, ClockJoin.here(clock))
+            for name, value in parts.record_columns().items():
+                setattr(record, name, value)
 
 
 def linear_percentile(ordered: list[float], q: float) -> float:

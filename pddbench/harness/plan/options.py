@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from pddbench.errors import first_problem
 from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.plan.player import OnError, ThinkPolicy
 from pddbench.harness.plan.sessions import Selection
@@ -45,9 +46,8 @@ class ReplayOptions:
         try:
             return _ADAPTER.validate_python(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"replay options: {loc}: {first['msg']}") from None
+            loc, msg = first_problem(exc)
+            raise ValueError(f"replay options: {loc}: {msg}") from None
 
 
 _ADAPTER: TypeAdapter[ReplayOptions] = TypeAdapter(ReplayOptions)

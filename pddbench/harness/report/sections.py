@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.report import figures_latency as fl
 from pddbench.harness.report import figures_system as fs
+from pddbench.harness.report import figures_wan as fw
 from pddbench.harness.report.figstyle import FigureOut
 from pddbench.harness.report.model import SECTIONS, Report
 from pddbench.harness.report.tables import (
@@ -33,6 +34,7 @@ FigureFn = Callable[[Report], FigureOut | None]
 
 FIGURES: dict[str, tuple[FigureFn, str]] = {
     "ttft-cdf": (fl.ttft_cdf, "no ok request has a TTFT"),
+    "ttft-timeline": (fw.ttft_timeline, "no ok request has a TTFT"),
     "latency-percentiles": (fl.latency_bars, "no ok requests"),
     "ttft-by-hit-bin": (fl.ttft_by_hit_bin, "no request has a known hit rate"),
     "load": (
@@ -184,18 +186,19 @@ def _fill(report: Report, sec: Section) -> None:
                 if dim != "hit_bin":
                     sec.tables.append(breakdown_table(run.label, bd))
     elif sid == "server":
-        table = server_table(report)
-        if table is None:
-            sec.missing = "no server_metrics.parquet in the runs (deployed runs scrape /metrics)"
-        else:
-            sec.tables.append(table)
+        why = "no server_metrics.parquet in the runs (deployed runs scrape /metrics)"
+        _table_or_missing(sec, server_table(report), why)
     elif sid == "links":
-        table = links_table(report)
-        if table is None:
-            sec.missing = "no link probes in the runs (manifest links / links.parquet)"
-        else:
-            sec.tables.append(table)
+        why = "no link probes in the runs (manifest links / links.parquet)"
+        _table_or_missing(sec, links_table(report), why)
     elif sid == "manifests":
         sec.manifests = [(r.label, r.manifest.to_json() if r.manifest else {}) for r in report.runs]
     elif sid == "definitions":
         sec.tables.append(definitions_table(report))
+
+
+def _table_or_missing(sec: Section, table: Table | None, why: str) -> None:
+    if table is None:
+        sec.missing = why
+    else:
+        sec.tables.append(table)

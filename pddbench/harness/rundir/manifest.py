@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench import __version__
-from pddbench.errors import UserError
+from pddbench.errors import UserError, first_problem
 from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import MANIFEST
 
@@ -202,9 +202,8 @@ class RunManifest(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise UserError(f"{path}: {loc}: {first['msg']}") from None
+            loc, msg = first_problem(exc)
+            raise UserError(f"{path}: {loc}: {msg}") from None
 
 
 def _versions() -> dict[str, str]:

@@ -19,15 +19,10 @@ import gevent
 import numpy as np
 from greenlet import GreenletExit
 
-from pddbench.harness.drive.client import ApiConfig, ApiKind, encode_json, request_body
+from pddbench.harness.drive.client import ApiConfig, cut_short, prepare_exchange, settle_reply
 from pddbench.harness.drive.locust.ghttp import ConnectFailed, GeventHttp1Pool, StreamCut
-from pddbench.harness.drive.stream import StreamAccumulator
 from pddbench.harness.drive.stream_records import (
-    SseReader,
     fail_record,
-    finish_record,
-    http_error_message,
-    settle_record,
 )
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
 
@@ -57,45 +52,27 @@ def stream_completion(
 
     ``on_itl`` receives the per-token intervals of a stream read to its end (live view).
     """
-    acc = StreamAccumulator(expected_token_fn=expected_token_fn)
-    reader = SseReader(acc, sglang=api.kind is ApiKind.SGLANG)
-    # encode before stamping the send: client-side encoding is not the server's latency
-    body = encode_json(request_body(api, prompt, record.expected_output_tokens, record.request_id))
-    headers = {"X-Request-Id": record.request_id, "Content-Type": "application/json"}
+    acc, reader, body, headers = prepare_exchange(api, record, prompt, expected_token_fn)
     record.actual_send_s = clock()
     try:
         with gevent.Timeout(api.request_timeout_s, _RequestDeadline):
             reply = http.exchange("POST", api.endpoint, body, headers, reader, clock)
     except (_RequestDeadline, TimeoutError):
-        finish_record(record, acc.summary(), clock)
-        return fail_record(
+        return cut_short(
             record,
+            acc,
             clock,
             ErrorClass.TIMEOUT,
             "timed out (request or stall limit)",
             status=Status.TIMEOUT,
         )
     except GreenletExit:
-        finish_record(record, acc.summary(), clock)
-        fail_record(record, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
+        cut_short(record, acc, clock, ErrorClass.CANCELLED, "cancelled", status=Status.CANCELLED)
         raise
     except ConnectFailed as exc:
         return fail_record(record, clock, ErrorClass.CONNECT, f"cannot connect: {exc}")
     except (StreamCut, OSError) as exc:
-        finish_record(record, acc.summary(), clock)
-        return fail_record(record, clock, ErrorClass.STREAM, str(exc) or type(exc).__name__)
-    if reply.status >= 400:
-        return fail_record(
-            record, clock, ErrorClass.HTTP, http_error_message(reply.status, reply.error_body)
-        )
-    summary = acc.summary()
-    if on_itl is not None:
-        on_itl(summary.itl_s)
-    return settle_record(
-        record,
-        reader,
-        summary,
-        clock,
-        keep_token_times=api.keep_token_times,
-        exact_length=api.ignore_eos,
-    )
+        return cut_short(record, acc, clock, ErrorClass.STREAM, str(exc) or type(exc).__name__)
+    if on_itl is not None and reply.status < 400:
+        on_itl(acc.summary().itl_s)
+    return settle_reply(record, reply.status, reply.error_body, reader, api, clock)

@@ -1,4 +1,5 @@
 """The pddbench Locust master: waits for workers, syncs clocks, deals shards, journals records.
+(Over 500 lines for one reason: the Coordinator is one state machine over the master's messages.)
 
 Run by the harness as ``python -m pddbench.harness.drive.locust.master JOB_DIR`` — a
 gevent process of its own (Locust monkey-patches the standard library), never imported
