@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from pddbench.errors import UserError
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
@@ -58,25 +59,38 @@ def main_verdict(
         err=True,
     )
     common: list[RunPaths] = []
-    rows: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]] = []
+    rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
     for name in scenarios:
         scenario = load_scenario(name)
         declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
         sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
         from pddbench.harness.pipeline import scenario_options  # the pipeline imports us
 
-        ladder, runs = run_ladder(
-            scenario,
-            trace,
-            scenario_options(options, scenario),
-            settings,
-            sla,
-            out_root=out_root,
-            argv=argv,
-            trace_info=trace_info,
-            emulate=emulate,
-            check_probes=check_probes,
-        )
+        try:
+            ladder, runs = run_ladder(
+                scenario,
+                trace,
+                scenario_options(options, scenario),
+                settings,
+                sla,
+                out_root=out_root,
+                argv=argv,
+                trace_info=trace_info,
+                emulate=emulate,
+                check_probes=check_probes,
+            )
+        except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
+            click.echo(f"pddbench: {scenario.name}: FAILED: {exc}", err=True)
+            failed = BcrVerdict(
+                system=scenario.name,
+                basis="failed",
+                goodput=None,
+                cost=scenario.cost_model.total if scenario.cost_model else None,
+                cost_text=scenario.cost_model.describe() if scenario.cost_model else "",
+                reason=str(exc),
+            )
+            rows.append((failed, None, None))
+            continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
             (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
@@ -95,15 +109,21 @@ def main_verdict(
         click.echo(f"report JSON: {json_out}")
     click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
+    bad = [v.system for v, _, _ in rows if v.basis in ("failed", "refused")]
+    if bad:
+        click.echo(f"pddbench: no capacity verdict for {', '.join(bad)} (see above)", err=True)
+        return 1
     return 0
 
 
-def verdict_table(results: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None]]) -> Table:
+def verdict_table(
+    results: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]],
+) -> Table:
     """Per system: latency at the common load, capacity goodput [interval], cost, BCR."""
     rows = []
     for v, lad, run in results:
         m = analyze_run(load_run(run.root, token_times=False)).metrics if run else None
-        first = lad.points[0] if lad.points else None
+        first = lad.points[0] if lad and lad.points else None
         lo = "-" if v.goodput_low is None else f"{v.goodput_low:.3g}"
         hi = "open" if v.goodput_high is None else f"{v.goodput_high:.3g}"
         good = "-" if v.goodput is None else f"{v.goodput:.3g}"
@@ -113,10 +133,14 @@ def verdict_table(results: list[tuple[BcrVerdict, LadderVerdict, RunPaths | None
                 TCell(f"x{first.load_scale:g}: {first.offered_rps:.3g} req/s" if first else "-"),
                 TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}" if m else "-"),
                 TCell(f"{m.shown('tpot.p50'):.3g}" if m else "-"),
-                TCell(f"{good} [{lo}, {hi}]" if v.basis == "capacity" else f"{v.basis}: {good}"),
+                TCell(
+                    f"{good} [{lo}, {hi}]"
+                    if v.basis == "capacity"
+                    else f"{v.basis}: {good if v.goodput is not None else v.reason}"
+                ),
                 TCell(v.cost_text),
                 TCell(v.bcr_text()),
-                TCell(f"{lad.measured_requests}"),
+                TCell(f"{lad.measured_requests}" if lad else "0"),
             )
         )
     return Table(

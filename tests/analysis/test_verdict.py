@@ -9,7 +9,7 @@ import pytest
 
 from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.synthetic import SynthRun
-from pddbench.harness.analysis.verdict import bcr_verdict
+from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.plan.ladder import LadderSearch, LadderSettings, PointMeasure
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.tables import headline_table
@@ -95,8 +95,20 @@ def test_main_job_verdict_table(tmp_path: Path) -> None:
     rows = [
         (bcr_verdict("same-dc-pd", COST, cap, 1.0), cap, RunPaths(run)),
         (bcr_verdict("pdd", COST, bounded, 1.0), bounded, None),
+        (
+            BcrVerdict(
+                system="cross-dc-pd",
+                basis="failed",
+                goodput=None,
+                reason="link probes are off the configuration",
+            ),
+            None,
+            None,
+        ),
     ]
     text = markdown_table(verdict_table(rows))
     same, pdd = (line for line in text.splitlines() if line.startswith(("| same", "| pdd")))
     assert "(capacity)" in same and "x1:" in same and "88×A" in same
     assert "load-bounded" in pdd and "(capacity)" not in pdd
+    failed = next(line for line in text.splitlines() if line.startswith("| cross"))
+    assert "failed: link probes are off" in failed

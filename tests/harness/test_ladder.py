@@ -226,3 +226,12 @@ def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still
     )
     assert (m.requests, m.met, m.censored, m.warmup_excluded) == (2, 1, 1, 1)
     assert m.offered_rps == pytest.approx(2 / 50) and m.health.exclusion(settings) is None
+
+
+def test_goodput_at_capacity_is_the_most_any_meeting_point_achieved() -> None:
+    """Walking on through the trace, a higher load scale may meet a quieter stretch."""
+    search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(800, 800), (500, 500), (1600, 1000)])
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == 2.0
+    assert v.capacity_goodput == pytest.approx(800 / 50)

@@ -223,7 +223,7 @@ def synth_table(spec: SynthRun) -> pa.Table:
     for f in RECORDS_SCHEMA:
         if f.name == "token_times_s":
             continue
-        v = cols[f.name]
+        v = cols.get(f.name)  # columns a synthetic run does not model are null
         if v is None:
             arrays.append(pa.nulls(int(keep.sum()), f.type))
             continue

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.plan.ladder import LadderVerdict
 
-VerdictBasis = Literal["capacity", "load-bounded", "refused"]
+VerdictBasis = Literal["capacity", "load-bounded", "refused", "failed"]
 
 
 class BcrVerdict(BaseModel):
@@ -44,7 +44,7 @@ class BcrVerdict(BaseModel):
             return f"{self.bcr:.4g} (capacity)"
         if self.load_bounded_bcr is not None:
             return f"load-bounded >= {self.load_bounded_bcr:.4g} (not the BCR)"
-        return "refused" if self.basis == "refused" else "-"
+        return self.basis if self.basis in ("refused", "failed") else "-"
 
 
 def _ratio(goodput: float | None, cost: CostModel | None) -> float | None:

@@ -32,6 +32,10 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
 * **Attainable SLA**: the search refuses an SLA the system misses at its lowest load,
   naming the criterion (TTFT, TPOT, E2E) that fell short.
 
+Goodput at capacity is the most SLA goodput any point that met the target achieved: the
+walk moves through the trace, whose own rate varies, so a higher load scale need not
+offer more requests per second (each point records its offered rate).
+
 Verdict basis: ``capacity`` (a valid point missed above one that met: the capacity is
 the highest point that met), ``load-bounded`` (no valid point missed: the ladder or the
 harness ran out first, so the figure is a lower bound and never a capacity), or
@@ -245,7 +249,9 @@ class LadderVerdict(BaseModel):
     basis: Basis
     reason: str
     capacity_load_scale: float | None = None
-    capacity_goodput: float | None = None  # req/s meeting the SLA at the capacity point
+    # req/s meeting the SLA: the most any point that met the target achieved (the trace's
+    # own rate varies along the walk, so a higher load scale need not offer more)
+    capacity_goodput: float | None = None
     capacity_low: float | None = None  # req/s; 0 when no point surely met
     capacity_high: float | None = None  # req/s; None when no point surely missed
     measured_requests: int = 0
@@ -356,7 +362,7 @@ class LadderSearch:
             basis=basis,
             reason=reason,
             capacity_load_scale=cap.window.load if cap else None,
-            capacity_goodput=cap.goodput_rps if cap else None,
+            capacity_goodput=max(m.goodput_rps for m in meeting) if cap else None,
             capacity_low=(surely_met[-1].goodput_rps if surely_met else 0.0) if cap else None,
             capacity_high=surely_missed[0].offered_rps if cap and surely_missed else None,
             measured_requests=sum(m.requests for m in valid),
