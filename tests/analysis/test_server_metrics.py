@@ -20,7 +20,8 @@ from tests.analysis.runs import write_rows
 
 ROWS = [
     dict(request_id=f"r{i}", session_id="s", turn_index=i, intended_send_s=float(i),
-         actual_send_s=float(i), input_tokens=100, cached_tokens_theoretical=50, ttft_s=0.1)
+         actual_send_s=float(i), input_tokens=100, cached_tokens_theoretical=50, ttft_s=0.1,
+         e2e_s=0.5)
     for i in range(4)
 ]
 
