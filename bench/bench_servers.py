@@ -184,7 +184,7 @@ def run_emulated(
     rate, delay and jitter; KV bytes and link rates scaled by ``emulation_scale``), run
     ``client(front_door)`` from the ``client`` namespace, tear everything down."""
     from pddbench.harness.config.scenario import load_scenario
-    from pddbench.harness.deploy.systems import deploy, enter_netns
+    from pddbench.harness.deploy.systems import deploy, run_in_client_netns
     from pddbench.harness.rundir.folder import RunPaths
 
     base = load_scenario("pdd")
@@ -195,8 +195,8 @@ def run_emulated(
     root = Path(tempfile.mkdtemp(prefix="pddbench-bench-"))
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)
-    with deploy(scenario, paths, probe=False) as (info, ns), enter_netns(ns):
-        return run_loop(client(info.front_door))
+    with deploy(scenario, paths, probe=False) as (info, ns):
+        return run_in_client_netns(ns, lambda: run_loop(client(info.front_door)))
 
 
 def emulated_pdd(**over: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Decides nothing itself: what to run and how to read it is the sans-IO search's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import SLA
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.deploy.systems import deploy, enter_netns
+from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
@@ -118,8 +119,10 @@ def run_ladder(
                 emulated=emulate and scenario.network is not None,
                 reason="" if emulate else "--no-emulation",
             )
-            with enter_netns(client_ns):
-                outcome = run_replay(
+            outcome = run_in_client_netns(
+                client_ns,
+                functools.partial(
+                    run_replay,
                     plan,
                     opts,
                     info.front_door,
@@ -127,7 +130,8 @@ def run_ladder(
                     manifest,
                     live=LiveView(f"{scenario.name} x{window.load:g}"),
                     metrics_urls=metrics_targets(info.instances),
-                )
+                ),
+            )
             if outcome.interrupted:
                 raise KeyboardInterrupt
             runs.append(paths.root)

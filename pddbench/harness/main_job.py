@@ -30,6 +30,7 @@ from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
+from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
 
@@ -87,7 +88,11 @@ def main_verdict(
             f"{(time.monotonic() - began) / 60:.1f} min",
             err=True,
         )
-    print_comparison(common, out_root)
+    html = print_comparison(common, out_root)
+    if html is not None:  # the verdicts, machine-readable (basis, interval, cost, BCR)
+        json_out = html.with_suffix(".json")
+        write_report([r.root for r in common], json_out, fmt=Format.JSON)
+        click.echo(f"report JSON: {json_out}")
     click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     return 0

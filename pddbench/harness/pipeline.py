@@ -14,7 +14,7 @@ import click
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
 from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.deploy.systems import deploy, emulation_problem, enter_netns
+from pddbench.harness.deploy.systems import deploy, emulation_problem, run_in_client_netns
 from pddbench.harness.drive.client import ApiKind
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.locust import LocustSettings
@@ -406,7 +406,8 @@ def replay_one(
         ):
             manifest.deployment = dataclasses.asdict(info)
             manifest.links = info.links
-            with enter_netns(client_ns):
+
+            def drive() -> ReplayOutcome:
                 if locust is not None:  # master and workers start inside the namespace
                     return locust.run(
                         run_plan, opts, info.front_door, paths, manifest, label=scenario.name
@@ -421,6 +422,8 @@ def replay_one(
                     metrics_urls=metrics_targets(info.instances),
                     resume=resume,
                 )
+
+            return run_in_client_netns(client_ns, drive)
     except KeyboardInterrupt:
         _record_failure(paths, manifest, "interrupted during deployment", RunStatus.INTERRUPTED)
         return ReplayOutcome(paths, 0, True, 0)

@@ -15,11 +15,13 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from pddbench.errors import UserError
 from pddbench.netem import nsutil
 from pddbench.netem.delayline import DelaySettings, rtt_quantiles_ms
+from pddbench.netem.schedule import ChangeRecord
 from pddbench.netem.tcp import set_congestion
 
 _PING = struct.Struct("!Qd")
@@ -42,6 +44,10 @@ class RttSummary:
     max_ms: float
     mean_ms: float
     std_ms: float
+
+    def probe_fields(self) -> dict[str, float | int]:
+        """These values as :class:`LinkProbe`'s ``rtt_*`` fields."""
+        return {f"rtt_{k}": v for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -72,6 +78,7 @@ class LinkProbe:
     goodput_b_to_a_mbit: float | None
     loss_a_to_b_pct: float
     loss_b_to_a_pct: float
+    goodput_congestion: str = ""  # congestion control of the goodput flows
     qos: str = "fifo"  # the link's traffic classes (topology_config.Qos)
     t_unix: float = field(default_factory=time.time)
 
@@ -276,11 +283,23 @@ def expected_rtt(forward: DelaySettings, backward: DelaySettings) -> tuple[float
     return q[0.5], q[0.99]
 
 
-def write_link_probes(probes: list[LinkProbe], path: str) -> None:
+def write_link_probes(
+    probes: list[LinkProbe], path: str, changes: Sequence[ChangeRecord] = ()
+) -> None:
+    """``links.parquet``: one ``kind = "probe"`` row per link probe and one
+    ``kind = "change"`` row per link state change of the run's WAN schedule (``t_mono``:
+    monotonic seconds, comparable with the manifest's clock origin; ``rate_mbit``,
+    ``delay_ms``, ``loss_pct``, ``up``: the direction's state from then on;
+    ``cross_traffic_mbit``: a competing flow's goodput, 0 when it stops)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if not probes:
+    if not probes and not changes:
         raise UserError("no link probes to write")
-    table = pa.Table.from_pylist([asdict(p) for p in probes])
+    rows = [{"kind": "probe", **asdict(p)} for p in probes]
+    rows += [{"kind": "change", **c.to_row()} for c in changes]
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    table = pa.Table.from_pylist([{k: row.get(k) for k in keys} for row in rows])
     pq.write_table(table, path)

@@ -1,7 +1,8 @@
 """Runtime link changes: what may change, a schedule of changes, and the record of each.
 
 A :class:`LinkChange` names the fields that change (rate, delay, jitter, loss, up/down);
-a :class:`Schedule` lists changes at offsets from the start of a run; ``ScheduleRunner``
+a :class:`Schedule` lists changes at offsets from the start of a run (both are config
+models, in ``topology_config``, where ``[network.schedule]`` expands into one); ``ScheduleRunner``
 applies them on time in a background thread (absolute deadlines, no drift) through a
 callback (``Topology.apply_change``), which returns a :class:`ChangeRecord` with the
 moment the change took effect. Records go to ``changes_table`` for the run's results.
@@ -13,53 +14,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pddbench.netem.topology_config import (
+    ChangeDirection,
+    LinkChange,
+    Schedule,
+    ScheduledChange,
+)
 
-from pddbench.netem.topology_config import JitterDist
-
-ChangeDirection = Literal["both", "a_to_b", "b_to_a"]
-
-
-class LinkChange(BaseModel):
-    """Fields to change on a link direction; unset fields keep their current value.
-
-    Rates are configured (unscaled) values; the topology's scale factor applies.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rate_mbit: float | None = Field(default=None, gt=0)
-    delay_ms: float | None = Field(default=None, ge=0, le=10_000)
-    jitter_ms: float | None = Field(default=None, ge=0, le=10_000)
-    jitter_dist: JitterDist | None = None
-    loss_pct: float | None = Field(default=None, ge=0, le=100)
-    up: bool | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> LinkChange:
-        if not self.model_dump(exclude_none=True):
-            raise ValueError("a link change must change at least one field")
-        return self
-
-
-class ScheduledChange(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    at_s: float = Field(ge=0)
-    link: str
-    direction: ChangeDirection = "both"
-    changes: LinkChange
-
-
-class Schedule(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    events: list[ScheduledChange] = Field(default_factory=list)
-
-    def ordered(self) -> list[ScheduledChange]:
-        return sorted(self.events, key=lambda e: e.at_s)
+__all__ = ["ChangeDirection", "ChangeRecord", "LinkChange", "Schedule", "ScheduledChange"]
 
 
 @dataclass
@@ -74,6 +38,13 @@ class ChangeRecord:
     t_mono: float  # time.monotonic() at the same moment
     at_s: float | None = None  # scheduled offset, if it came from a schedule
     lag_ms: float | None = None  # effect time minus scheduled time
+    # the direction's state once the change took effect (configured, unscaled units)
+    rate_mbit: float | None = None
+    delay_ms: float | None = None
+    jitter_ms: float | None = None
+    loss_pct: float | None = None
+    up: bool | None = None
+    cross_traffic_mbit: float | None = None  # a cross-traffic flow's measured goodput
 
     def to_row(self) -> dict[str, Any]:
         row = asdict(self)

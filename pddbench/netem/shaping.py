@@ -35,7 +35,8 @@ from pddbench.netem.qos import BULK_TOS, DSCP_MASK
 from pddbench.netem.topology_config import Shape
 
 MTU_BYTES = 1500
-MIN_BURST_BYTES = 256 * 1024
+MIN_BURST_BYTES = 64 * 1024  # one GSO super-packet
+BUFFER_BDPS = 2  # bottleneck buffer of a WAN direction, in bandwidth-delay products
 GSO_MAX_BYTES = 65536  # largest GSO super-packet on veth
 
 
@@ -89,7 +90,12 @@ def bdp_packets(rate_mbit: float, rtt_ms: float) -> int:
 
 
 def htb_burst_bytes(rate_mbit: float) -> int:
-    """About 1 ms worth of bytes at ``rate_mbit``, at least 256 KiB (see NETWORK.md)."""
+    """About 1 ms worth of bytes at ``rate_mbit``, at least one 64 KiB GSO super-packet.
+
+    ~1 ms keeps HTB's timer latency from costing throughput (NETWORK.md: ~600 B at 5 Gbit/s
+    lost 17 %) and is the same *time* at every scale: a fixed floor (it was 256 KiB) let a
+    scaled-down link pass a short transfer at veth speed (256 KiB = 4 ms at 500 Mbit/s,
+    more than a whole 100-token KV transfer there)."""
     return max(MIN_BURST_BYTES, rate_bytes_per_s(rate_mbit) // 1000)
 
 
@@ -101,21 +107,28 @@ def bottleneck_limit_pkts(shape: Shape) -> int:
     if shape.limit_pkts is not None:
         return shape.limit_pkts
     rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
-    return max(DEFAULT_LIMIT_PKTS, bdp_packets(rate, 2 * shape.delay_ms + 2 * shape.jitter_ms))
+    rtt = 2 * shape.delay_ms + 2 * shape.jitter_ms
+    return max(DEFAULT_LIMIT_PKTS, BUFFER_BDPS * bdp_packets(rate, rtt))
 
 
 def bottleneck_limit_bytes(shape: Shape) -> int:
-    """The bottleneck queue in bytes: configured packets × MTU, else one BDP (at least two
-    64 KiB GSO super-packets).
+    """The bottleneck queue in bytes: configured packets × MTU, else
+    :data:`BUFFER_BDPS` × BDP (at least two 64 KiB GSO super-packets).
 
     Bounded in bytes, not packets: on veth a "packet" can be a 64 KiB GSO super-packet,
     so a 1000-packet FIFO at a scaled-down rate queues for seconds — far deeper than a
     real line's buffer — and small messages (routing RPCs) would wait behind KV bursts.
+    Two BDPs, because inter-datacenter routers are deep-buffered and a non-pacing sender
+    (CUBIC, no fq) that resumes after idle sends its whole window — up to BDP + buffer —
+    at once: with one BDP of buffer that burst overflows at any scale where the hosts'
+    links are much faster than the WAN (as the RDMA-class segments are), and loss
+    recovery, not the line rate, would decide a warm KV transfer's time.
     """
     if shape.limit_pkts is not None:
         return shape.limit_pkts * MTU_BYTES
     rate = shape.rate_mbit or UNSHAPED_RATE_MBIT
-    return max(2 * GSO_MAX_BYTES, bdp_bytes(rate, 2 * shape.delay_ms + 2 * shape.jitter_ms))
+    rtt = 2 * shape.delay_ms + 2 * shape.jitter_ms
+    return max(2 * GSO_MAX_BYTES, BUFFER_BDPS * bdp_bytes(rate, rtt))
 
 
 def delay_line_limit_pkts(shape: Shape) -> int:

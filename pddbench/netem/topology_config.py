@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 JitterDist = Literal["uniform", "normal"]
 Backend = Literal["auto", "kernel", "nfqueue"]
 Direction = Literal["a_to_b", "b_to_a"]
+ChangeDirection = Literal["both", "a_to_b", "b_to_a"]
 Qos = Literal["priority", "fifo"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -62,18 +63,13 @@ class ShapeOverride(_Model):
     limit_pkts: int | None = Field(default=None, gt=0)
 
 
-class LinkConfig(_Model):
-    """A WAN link between two sites; the shared settings apply to both directions."""
+class LinkConfig(Shape):
+    """A WAN link between two sites: a :class:`Shape` shared by both directions (priority
+    queueing by default), with per-direction overrides."""
 
     a: str
     b: str
     name: str | None = None
-    rate_mbit: float | None = Field(default=None, gt=0)
-    delay_ms: float = Field(default=0.0, ge=0, le=10_000)
-    jitter_ms: float = Field(default=0.0, ge=0, le=10_000)
-    jitter_dist: JitterDist = "uniform"
-    loss_pct: float = Field(default=0.0, ge=0, le=100)
-    limit_pkts: int | None = Field(default=None, gt=0)
     qos: Qos = "priority"
     a_to_b: ShapeOverride | None = None
     b_to_a: ShapeOverride | None = None
@@ -84,15 +80,7 @@ class LinkConfig(_Model):
 
     def shape(self, direction: Direction) -> Shape:
         """The effective shape of one direction (shared settings + override)."""
-        base = {
-            "rate_mbit": self.rate_mbit,
-            "delay_ms": self.delay_ms,
-            "jitter_ms": self.jitter_ms,
-            "jitter_dist": self.jitter_dist,
-            "loss_pct": self.loss_pct,
-            "limit_pkts": self.limit_pkts,
-            "qos": self.qos,
-        }
+        base = self.model_dump(include=set(Shape.model_fields))
         override = self.a_to_b if direction == "a_to_b" else self.b_to_a
         if override is not None:
             base.update(override.model_dump(exclude_none=True))
@@ -138,6 +126,116 @@ class ClientConfig(_Model):
         return _check_name(v, "client")
 
 
+class LinkChange(BaseModel):
+    """Fields to change on a link direction; unset fields keep their current value.
+
+    Rates are configured (unscaled) values; the topology's scale factor applies.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate_mbit: float | None = Field(default=None, gt=0)
+    delay_ms: float | None = Field(default=None, ge=0, le=10_000)
+    jitter_ms: float | None = Field(default=None, ge=0, le=10_000)
+    jitter_dist: JitterDist | None = None
+    loss_pct: float | None = Field(default=None, ge=0, le=100)
+    up: bool | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> LinkChange:
+        if not self.model_dump(exclude_none=True):
+            raise ValueError("a link change must change at least one field")
+        return self
+
+
+class ScheduledChange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at_s: float = Field(ge=0)
+    link: str
+    direction: ChangeDirection = "both"
+    changes: LinkChange
+
+
+class Schedule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    events: list[ScheduledChange] = Field(default_factory=list)
+
+    def ordered(self) -> list[ScheduledChange]:
+        return sorted(self.events, key=lambda e: e.at_s)
+
+
+class RateSwing(_Model):
+    """Periodic drops of a link's rate to a fraction of its line rate (E12's "1-20 s swings").
+
+    ``count`` drops, the first at ``start_s``, one every ``every_s``; each lasts ``duration_s``
+    and then the configured rate returns."""
+
+    link: str
+    direction: ChangeDirection = "both"
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    fraction: float = Field(gt=0, lt=1)
+    every_s: float | None = Field(default=None, gt=0)
+    count: int = Field(default=1, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _period(self) -> RateSwing:
+        if self.count > 1 and (self.every_s is None or self.every_s <= self.duration_s):
+            raise ValueError("a repeated swing needs every_s longer than duration_s")
+        return self
+
+
+class CrossTraffic(_Model):
+    """A competing bulk TCP flow on a link direction, between the sites' probe hosts;
+    ``rate_mbit`` (configured units, scaled) paces it, none = as fast as it gets."""
+
+    link: str
+    direction: Direction = "a_to_b"
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    rate_mbit: float | None = Field(default=None, gt=0)
+
+
+class WanSchedule(_Model):
+    """``[network.schedule]``: what happens to the links while a replay runs."""
+
+    events: list[ScheduledChange] = Field(default_factory=list)
+    swings: list[RateSwing] = Field(default_factory=list)
+    cross_traffic: list[CrossTraffic] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.events or self.swings or self.cross_traffic)
+
+    def links(self) -> set[str]:
+        return {e.link for e in [*self.events, *self.swings, *self.cross_traffic]}
+
+    def expand(self, line_rates: dict[tuple[str, Direction], float | None]) -> Schedule:
+        """Events and swings as one schedule; ``line_rates``: each direction's configured rate."""
+        events = list(self.events)
+        for sw in self.swings:
+            dirs: list[Direction] = (
+                ["a_to_b", "b_to_a"] if sw.direction == "both" else [sw.direction]
+            )
+            for d in dirs:
+                rate = line_rates[(sw.link, d)]
+                if rate is None:
+                    raise ValueError(f"swing on {sw.link!r}: the link has no rate to swing")
+                for k in range(sw.count):
+                    t = sw.start_s + k * (sw.every_s or 0.0)
+                    low = LinkChange(rate_mbit=rate * sw.fraction)
+                    events.append(ScheduledChange(at_s=t, link=sw.link, direction=d, changes=low))
+                    back = LinkChange(rate_mbit=rate)
+                    events.append(
+                        ScheduledChange(
+                            at_s=t + sw.duration_s, link=sw.link, direction=d, changes=back
+                        )
+                    )
+        return Schedule(events=events)
+
+
 class NetworkConfig(_Model):
     """The whole emulated network: the ``[network]`` table of a scenario."""
 
@@ -151,6 +249,7 @@ class NetworkConfig(_Model):
     # TCP of the emulated hosts (see pddbench.netem.tcp for why these defaults):
     tcp_congestion: str = Field(default="cubic", pattern=r"^[a-z0-9_]{1,15}$")
     tcp_slow_start_after_idle: bool = False
+    schedule: WanSchedule = WanSchedule()
     # Userspace delay stage only: release packets this early to offset its own latency
     # (wake-up on a queued packet + verdict + reinjection; ~150-300 µs per pass on a 2-vCPU
     # VM). "auto": measured on each link when the network comes up (``topology``).
@@ -188,6 +287,9 @@ class NetworkConfig(_Model):
                 raise ValueError(f"sites {link.a!r} and {link.b!r} are linked twice")
             pairs.add(pair)
         _no_duplicates([lk.link_name for lk in self.links], "link")
+        names = {lk.link_name for lk in self.links}
+        for name in sorted(self.schedule.links() - names):
+            raise ValueError(f"[network.schedule] names unknown link {name!r}")
         unreachable = _unreachable_sites(site_names, self.links)
         if unreachable:
             raise ValueError(f"sites not connected to {site_names[0]!r}: {sorted(unreachable)}")
@@ -197,13 +299,16 @@ class NetworkConfig(_Model):
         """(scale, reason): the smallest scale at which ``backend`` carries every WAN link."""
         from pddbench.netem.scale import choose_scale
 
-        wan = [
-            r for link, d in self.iter_directions() for r in [link.shape(d).rate_mbit] if r
-        ]
+        wan = [r for link, d in self.iter_directions() for r in [link.shape(d).rate_mbit] if r]
         segments = [self.segment, *(s.segment for s in self.sites)]
         seg_rates = [g.rate_mbit for g in segments if g is not None and g.rate_mbit]
         choice = choose_scale(wan, seg_rates, backend)
         return choice.scale, choice.reason
+
+    def schedule_plan(self) -> Schedule:
+        """``schedule`` expanded into timed link changes (swings: drops and returns)."""
+        rates = {(lk.link_name, d): lk.shape(d).rate_mbit for lk, d in self.iter_directions()}
+        return self.schedule.expand(rates)
 
     def effective_clients(self) -> list[ClientConfig]:
         """The configured clients, or one client named ``client`` at the first site."""

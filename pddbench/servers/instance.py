@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
+from pddbench.servers import prewarm
 from pddbench.servers import protocol as proto
 from pddbench.servers.channel import EventChannel, event_line, token_line
 from pddbench.servers.clock import ClockAnchor, LoopLagMonitor
@@ -140,6 +141,7 @@ class WorkerInstance(HandoffEndpoints):
         r.add_get("/metrics", self.h_metrics)
         r.add_post("/internal/abort", self.h_abort)
         r.add_get("/internal/events", self.h_events)
+        prewarm.add_routes(r, lambda: self._http_for(kv=True))  # pre-warmed KV peers
         if self.role is Role.COLOCATED:
             r.add_post("/internal/generate", self.h_generate)
         elif self.role is Role.PREFILL:

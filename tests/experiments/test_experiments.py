@@ -130,7 +130,7 @@ def test_costs_charge_a_shared_replay_once_and_eta_rescales() -> None:
 
 
 def test_run_and_report_from_folder_alone(tmp_path) -> None:
-    exps = select(("E7", "E10"))
+    exps = select(("E7", "E12"))
     lines: list[str] = []
     run_experiments(exps, tmp_path, quick=True, echo=lines.append)
     assert any("ETA" in x for x in lines)
@@ -150,7 +150,8 @@ def test_run_and_report_from_folder_alone(tmp_path) -> None:
     nan.save(tmp_path / "E6")  # an undefined statistic survives the file and the report
     assert math.isnan(Measurement.load(tmp_path / "E6").get("rld_share"))
     assert main(["experiment", "report", str(tmp_path)]) == 0
-    assert rows["E10"]["verdict"] == "not run" and "issue 14" in rows["E10"]["detail"]
+    assert rows["E12"]["verdict"] == "not run" and "namespaces" in rows["E12"]["detail"]
+    assert rows["E10"]["verdict"] == "not run" and "experiment run E10" in rows["E10"]["detail"]
     assert all(r["verdict"] != "not run" or r["detail"] for r in rows.values())
     assert rows["E2"]["verdict"] == "not run" and "incomplete" in rows["E2"]["detail"]
     html = (tmp_path / "report.html").read_text()

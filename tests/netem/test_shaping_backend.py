@@ -38,7 +38,7 @@ def encode_netem(kwargs: dict) -> dict:
     return decoded.get_attr("TCA_OPTIONS")
 
 
-def test_htb_burst_is_about_one_millisecond_and_at_least_256k() -> None:
+def test_htb_burst_is_about_one_millisecond_and_at_least_one_gso_packet() -> None:
     assert htb_burst_bytes(100) == MIN_BURST_BYTES
     assert htb_burst_bytes(10_000) == 10_000 * 1_000_000 // 8 // 1000
     root, klass = htb_requests(Shape(rate_mbit=5000))

@@ -66,6 +66,14 @@ def ttft_cdf(records: RecordSet) -> Curve:
     return Curve(x, y)
 
 
+def ttft_timeline(records: RecordSet) -> Curve:
+    """Each ok request's TTFT (y) at its actual send time (x, s from the run's origin)."""
+    ok = records.ok
+    x = records.col("actual_send_s")[ok]
+    order = np.argsort(x)
+    return Curve(x[order], records.col("ttft_s")[ok][order])
+
+
 def curve_of(values: np.ndarray) -> Curve:
     x, y = ecdf(values)
     return Curve(x, y)

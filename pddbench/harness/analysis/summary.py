@@ -36,6 +36,7 @@ from pddbench.harness.analysis.series import (
     handoff_timeline,
     hit_shares,
     ttft_cdf,
+    ttft_timeline,
 )
 from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
@@ -51,6 +52,7 @@ class RunSeries:
     hit_shares: HitShares
     bathtub: Bathtub
     handoff: HandoffTimeline | None
+    ttft_timeline: Curve | None = None  # x: send time (s), y: TTFT (s), ok requests
 
 
 @dataclass
@@ -70,7 +72,10 @@ class RunAnalysis:
     path: Path | None = None
     own_sla: SLA | None = None  # the run's scenario SLA, when it differs from `sla`
     manifest: RunManifest | None = None  # None: analysed from records alone
-    links: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)  # link probes
+    # the WAN schedule's state changes (links.parquet kind = "change"), with ``t_s``: seconds
+    # from the run's clock origin, the time axis of the records
+    link_changes: list[dict[str, Any]] = field(default_factory=list)
     capacity: CapacityCurve | None = None
     ladder: LadderVerdict | None = None  # SLA goodput at capacity, when a search ran
     server: ServerCounters | None = None  # the servers' own counters (server_metrics)
@@ -102,6 +107,7 @@ def analyze_records(
         hit_shares=hit_shares(records),
         bathtub=bathtub(records),
         handoff=handoff_timeline(records),
+        ttft_timeline=ttft_timeline(records),
     )
     return RunAnalysis(
         run_id=run_id,
@@ -120,10 +126,20 @@ def analyze_records(
 def _links(run: RunData) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     if run.links is not None:
-        rows.extend(run.links.to_pylist())
+        rows.extend(r for r in run.links.to_pylist() if r.get("kind", "probe") == "probe")
     else:
         rows.extend(x if isinstance(x, dict) else {"link": x} for x in run.manifest.links)
     return rows
+
+
+def _link_changes(run: RunData) -> list[dict[str, Any]]:
+    if run.links is None or "kind" not in run.links.column_names:
+        return []
+    origin = run.manifest.clock.origin_monotonic_s
+    if origin is None:
+        return []
+    rows = [r for r in run.links.to_pylist() if r.get("kind") == "change"]
+    return [{**r, "t_s": float(r["t_mono"]) - float(origin)} for r in rows]
 
 
 def analyze_run(
@@ -151,6 +167,7 @@ def analyze_run(
     result.own_sla = own if own is not None and own != used else None
     result.manifest = run.manifest
     result.links = _links(run)
+    result.link_changes = _link_changes(run)
     result.capacity = run.capacity
     result.ladder = run.ladder
     result.server = server_counters(run.server_metrics)

@@ -9,7 +9,7 @@ client) into consecutive parts read from the ``pdd`` object the reference server
     p_queue        routed → prefill start (admission and P's queue)
     prefill        prefill start → end (P, or C for a colocated instance)
     kv_transfer    prefill end → KV landing starts at the first-token instance (per path:
-                   ``kv_path`` = wan | rdma | …; only what was not hidden under prefill)
+                   ``kv_path`` = wan | intra | …; only what was not hidden under prefill)
     kv_landing     landing start → end (scatter into the receiver's pages)
     first_decode   landing end → first token leaves the router (MD's first decode, or RLD's
                    eager first token on the relay path; ``first_origin`` says which)
@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime
 from itertools import pairwise
@@ -67,6 +70,12 @@ class ClockJoin:
         name = manifest.host.get("hostname") or manifest.host.get("name")
         return cls(mono, wall_s, str(name) if name else None)
 
+    @classmethod
+    def here(cls, clock: Callable[[], float]) -> ClockJoin:
+        """The join of a client whose ``clock()`` reads run seconds on this host, now."""
+        run_s = clock()
+        return cls(time.monotonic() - run_s, time.time() - run_s, socket.gethostname())
+
     def offset(self, clocks: dict[str, Any]) -> float | None:
         """Subtract from a server monotonic time to get client run seconds (None: unknown)."""
         anchors = [a for a in clocks.values() if isinstance(a, dict)]
@@ -99,6 +108,16 @@ class TtftParts:
 
     def total(self) -> float:
         return math.fsum(getattr(self, p) for p in PARTS)
+
+    def record_columns(self) -> dict[str, float | str | None]:
+        """The record's columns (``ttft_<part>_s``, kv_path, handoff_s, extend_s); None: absent."""
+
+        def num(v: float) -> float | None:
+            return v if math.isfinite(v) else None
+
+        out: dict[str, float | str | None] = {f"ttft_{p}_s": num(getattr(self, p)) for p in PARTS}
+        out.update(kv_path=self.kv_path, handoff_s=num(self.handoff_s), extend_s=num(self.extend_s))
+        return out
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -165,6 +184,23 @@ def _extras(story: dict[str, Any]) -> dict[str, float]:
             math.fsum(b - a for a, b in spans if a is not None and b is not None) if spans else NAN
         )
     return out
+
+
+def from_record(row: dict[str, Any]) -> TtftParts:
+    """The parts a record's ``ttft_<part>_s`` columns hold (NaN where None)."""
+
+    def num(key: str) -> float:
+        v = row.get(key)
+        return float(v) if v is not None else NAN
+
+    return TtftParts(
+        *(num(f"ttft_{p}_s") for p in PARTS),
+        kv_path=row.get("kv_path"),
+        first_origin=row.get("first_token_origin"),
+        rld_eager_tokens=num("relay_tokens"),
+        handoff_s=num("handoff_s"),
+        extend_s=num("extend_s"),
+    )
 
 
 def decompose_rows(rows: list[dict[str, Any]], join: ClockJoin) -> list[TtftParts]:

@@ -9,7 +9,8 @@ success, error, Ctrl-C or SIGTERM.
 
 * Emulated (a ``[network]`` and root): one namespace per instance via ``pddbench.netem``;
   each reference instance is one host process in its namespace; the client runs in the
-  ``client`` namespace (this thread enters it for the replay, never the root namespace).
+  ``client`` namespace, in a thread of its own bound to it (:func:`run_in_client_netns`):
+  the main thread never enters an emulated namespace.
 * Loopback (no ``[network]``, or ``--no-emulation``): reference instances in one host
   process on 127.0.0.1 ports chosen by the OS; engines on their configured ports.
 """
@@ -22,13 +23,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario
@@ -36,6 +38,7 @@ from pddbench.harness.deploy.lifeline import Lifeline, child_setup
 from pddbench.harness.rundir.folder import RunPaths
 
 REFERENCE_PORT = 8000
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +62,7 @@ class DeploymentInfo:
     instances: dict[str, str] = field(default_factory=dict)  # name -> URL
     topology: dict[str, Any] | None = None
     links: list[dict[str, Any]] = field(default_factory=list)
+    prewarmed: list[dict[str, Any]] = field(default_factory=list)  # KV peer connections
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
@@ -271,11 +275,12 @@ def _emulated(
 
     config = scenario.network_config()
     with Topology.up(config, new_run_id()) as topo:
+        from pddbench.netem.probe import write_link_probes
+
         info = DeploymentInfo(mode="emulated")
         instances: list[Instance] = []
+        probes: list[Any] = []
         if probe:
-            from pddbench.netem.probe import write_link_probes
-
             probes = topo.probe(bulk_seconds=1.0)
             if probes:  # a single-site topology has no WAN link to probe
                 write_link_probes(probes, str(paths.links))
@@ -324,15 +329,22 @@ def _emulated(
                     )
                 )
         client_ns = topo.netns("client")
-        with enter_netns(client_ns):
-            wait_healthy(instances)
+        run_in_client_netns(client_ns, lambda: wait_healthy(instances))
+        urls = {i.name: i.url or "" for i in instances}
+        if scenario.is_reference:
+            from pddbench.harness.deploy.prewarm import prewarm
+
+            info.prewarmed = run_in_client_netns(client_ns, lambda: prewarm(scenario, urls))
         info.instances = {i.name: i.url or "" for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
+        wan = topo.start_wan_schedule()  # [network.schedule]: from the replay's start
         try:
             yield info, instances, client_ns
         finally:
             _terminate([i.proc for i in instances])
+            if wan is not None:  # the schedule's timeline joins the probes in links.parquet
+                write_link_probes(probes, str(paths.links), wan.stop())
 
 
 def _jsonable(obj: object) -> object:
@@ -364,25 +376,52 @@ def emulation_problem() -> str | None:
     return problem()
 
 
-@contextlib.contextmanager
-def enter_netns(name: str | None) -> Iterator[None]:
-    """Run the calling thread inside network namespace ``name`` for the block."""
+def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread bound to the client namespace ``name`` (None: here, loopback).
+
+    The main thread never enters an emulated namespace: a cleanup that kills processes by
+    namespace inode (``pddbench netem cleanup``) would otherwise SIGKILL the harness
+    itself. It waits for the client thread and relays Ctrl-C / SIGTERM (as
+    ``KeyboardInterrupt`` or ``Terminated``) to the client through ``interrupts``, then
+    returns what the client returned (an interrupted outcome) — a second signal while it
+    finishes is relayed again.
+    """
     if name is None:
-        yield
-        return
+        return fn()
+    from pddbench.harness.drive import interrupts
     from pddbench.netem import nsutil
 
-    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(nsutil.netns_path(name), os.O_RDONLY)
-    try:
-        nsutil.setns(target)
+    box: dict[str, Any] = {}
+    done = threading.Event()  # waited on, not Thread.join: a join interrupted by Ctrl-C
+    # can leave the thread looking finished (CPython 3.11)
+
+    def target() -> None:
         try:
-            yield
+            fd = os.open(nsutil.netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                nsutil.setns(fd)
+            finally:
+                os.close(fd)
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
         finally:
-            nsutil.setns(own)
-    finally:
-        os.close(target)
-        os.close(own)
+            done.set()
+
+    thread = threading.Thread(target=target, name=f"client-{name}", daemon=True)
+    thread.start()
+    unheard: BaseException | None = None  # a signal no client was there to take
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except BaseException as exc:  # Ctrl-C or SIGTERM (Terminated) in the main thread
+            if not interrupts.interrupt_all():
+                unheard = exc
+    if "error" in box:
+        raise box["error"]
+    if unheard is not None:
+        raise unheard
+    return box["value"]
 
 
 @contextlib.contextmanager

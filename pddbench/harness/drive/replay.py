@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from pddbench.aioloop import loop_runner
 from pddbench.errors import UserError
+from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.scrape import MetricsScraper, write_server_metrics
@@ -238,6 +239,8 @@ async def _execute(
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, on_signal)
+    # off the main thread (in the client namespace's thread) the main thread relays signals
+    unregister = interrupts.register(lambda: loop.call_soon_threadsafe(on_signal))
     view_task = None
     if live is not None:
         view_task = loop.create_task(live.run(engine.stats, total=len(plan.requests)))
@@ -263,6 +266,7 @@ async def _execute(
                 failures=scraper.failures,
                 last_error=scraper.last_error,
             )
+        unregister()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(sig)

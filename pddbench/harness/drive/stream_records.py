@@ -24,6 +24,7 @@ from collections.abc import Callable
 from orjson import JSONDecodeError as _DecodeError
 from orjson import loads as _loads
 
+from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
 from pddbench.harness.drive.stream import StreamAccumulator, StreamSummary
 from pddbench.harness.plan.player import DueRequest, PlannedRequest
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
@@ -68,7 +69,16 @@ class SseReader:
     should stop reading (``[DONE]``, a server error event, a malformed chunk).
     """
 
-    __slots__ = ("_data", "_feed", "_partial", "_sglang", "acc", "done", "server_error")
+    __slots__ = (
+        "_after_cr",
+        "_data",
+        "_feed",
+        "_partial",
+        "_sglang",
+        "acc",
+        "done",
+        "server_error",
+    )
 
     def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
         self.acc = acc
@@ -76,6 +86,7 @@ class SseReader:
         self._feed = acc.feed_sglang if sglang else acc.feed_openai
         self._partial = b""
         self._data: bytes | None = None  # the data lines of the event being read
+        self._after_cr = False  # the last read ended with CR (a LF may follow in the next)
         self.done = False
         self.server_error: str | None = None
 
@@ -83,13 +94,13 @@ class SseReader:
         """Take raw body bytes (any split, lines may be cut anywhere) that arrived at ``now``.
 
         An event is read when its blank line arrives, at the time that line arrived."""
+        if self._after_cr and data.startswith(b"\n"):
+            data = data[1:]  # the LF of a CRLF that the split cut after its CR
+        self._after_cr = data.endswith(b"\r")
         if self._partial:
             data = self._partial + data
         if b"\r" in data:
-            keep_cr = data.endswith(b"\r")  # maybe half of a CRLF cut by the split
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if keep_cr:
-                data = data[:-1] + b"\r"
         lines = data.split(b"\n")
         self._partial = lines.pop()
         for line in lines:
@@ -193,6 +204,10 @@ def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None
         record.handoff_mode = _str_or_none(pdd.get("handoff_mode"))
         record.relay_tokens = _int_or_none(pdd.get("relay_tokens"))
         record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
+        if send is not None and s.first_token_s is not None:
+            parts = decompose(record.server_timing, send, s.first_token_s, ClockJoin.here(clock))
+            for name, value in parts.record_columns().items():
+                setattr(record, name, value)
 
 
 def linear_percentile(ordered: list[float], q: float) -> float:

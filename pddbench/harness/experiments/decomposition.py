@@ -3,8 +3,9 @@
 Owns reading a reference-server run's records and manifest, decomposing every ok
 request's TTFT (:mod:`pddbench.harness.analysis.ttft_parts`), and summarising the parts
 by pipeline and published hit-rate bin, with how closely the parts add up to TTFT. The
-parts are derived from the records' ``server_timing`` column at report time; they are
-not (yet) columns of the records themselves.
+parts are the records' ``ttft_<part>_s`` columns (the client decomposes each request as
+it settles); runs recorded before those columns existed are decomposed from their
+``server_timing`` column with the manifest's clock.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from pddbench.harness.analysis.ttft_parts import (
     ClockJoin,
     PartsSummary,
     decompose_rows,
+    from_record,
     summarise,
 )
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.rundir.manifest import RunManifest
-
-COLUMNS = ("status", "actual_send_s", "first_token_s", "ttft_s", "server_timing")
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,11 @@ def decompose_run(folder: Path) -> RunDecomposition | None:
     table = pq.read_table(path)
     if "server_timing" not in table.column_names:
         return None
-    manifest = RunManifest.load(folder)
-    rows = table.select([c for c in COLUMNS if c in table.column_names]).to_pylist()
-    parts = decompose_rows(rows, ClockJoin.of_manifest(manifest))
+    rows = table.to_pylist()
+    if f"ttft_{PARTS[0]}_s" in table.column_names:  # recorded by the client (record columns)
+        parts = [from_record(r) for r in rows]
+    else:  # older runs: derive from the story with the manifest's clock
+        parts = decompose_rows(rows, ClockJoin.of_manifest(RunManifest.load(folder)))
     rs = RecordSet.from_arrow(table)
     bins = [HIT_BIN_LABELS[b] if b >= 0 else UNKNOWN for b in rs.hit_bin]
     pipelines = [str(p) for p in rs.cat["pipeline"].values()]

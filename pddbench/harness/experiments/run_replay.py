@@ -60,17 +60,17 @@ class ReplayRun:
         return float(self.analysis.metrics.value(key))
 
 
-def _trace(root: Path, ctx: RunContext) -> Path:
+def replay_trace(root: Path, ctx: RunContext) -> Path:
     if ctx.trace is not None:
         return ctx.trace
     path = root / "runs" / "smoke.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _child(["trace", "synth", "--profile", "smoke", "-o", str(path)], root)
+        child(["trace", "synth", "--profile", "smoke", "-o", str(path)], root)
     return path
 
 
-def _child(args: list[str], root: Path) -> None:
+def child(args: list[str], root: Path, ok: tuple[int, ...] = (0, 1)) -> None:
     cmd = [sys.executable, "-m", "pddbench", *args]
     log = root / "runs" / "replay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def _child(args: list[str], root: Path) -> None:
         proc = subprocess.run(
             cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=REPLAY_TIMEOUT_S, check=False
         )
-    if proc.returncode not in (0, 1):  # 1: some requests failed, recorded in the run
+    if proc.returncode not in ok:  # 1: some requests failed, recorded in the run
         raise UserError(
             f"`pddbench {' '.join(args[:2])}` failed (exit {proc.returncode}); see {log}"
         )
@@ -98,7 +98,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
     folder = root / "runs" / scenario
     runs = _run_folders(folder)
     if not runs:
-        trace = _trace(root, ctx)
+        trace = replay_trace(root, ctx)
         ctx.progress(f"replaying {scenario} ({'quick' if ctx.quick else 'full'})")
         n = QUICK_REQUESTS if ctx.quick else FULL_REQUESTS
         args = [
@@ -118,7 +118,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
         ]
         if not ctx.emulate:
             args.append("--no-emulation")
-        _child(args, root)
+        child(args, root)
         runs = _run_folders(folder)
         if not runs:
             raise UserError(f"replay of {scenario} left no run folder in {folder}")
@@ -165,30 +165,24 @@ def _share(rows: np.ndarray) -> float:
     return float(rows[:, 0].sum() / rows[:, 1].sum()) if rows[:, 1].sum() > 0 else float("nan")
 
 
+def ttft_values(runs: dict[str, ReplayRun], qs: tuple[int, ...] = (50, 99)) -> list[Value]:
+    """``<name>_p<q>`` TTFT percentiles with intervals, percentile by percentile."""
+    return [pct_value(f"{name}_p{q}", ttft(r), q) for q in qs for name, r in runs.items()]
+
+
 def run_e4(exp: Experiment, ctx: RunContext) -> Measurement:
     same, cross = replay("same-dc-pd", ctx), replay("cross-dc-pd", ctx)
-    values = [
-        pct_value("same_p50", ttft(same), 50),
-        pct_value("cross_p50", ttft(cross), 50),
-        pct_value("same_p99", ttft(same), 99),
-        pct_value("cross_p99", ttft(cross), 99),
-    ]
+    values = ttft_values({"same": same, "cross": cross})
     values.append(Value(name="p50_gap", value=values[1].value - values[0].value, unit="s"))
     return measurement(exp, ctx, [same, cross], values, _cdfs([same, cross]))
 
 
 def run_e5(exp: Experiment, ctx: RunContext) -> Measurement:
     cross, pdd = replay("cross-dc-pd", ctx), replay("pdd", ctx)
-    values = [
-        pct_value("cross_p50", ttft(cross), 50),
-        pct_value("pdd_p50", ttft(pdd), 50),
-        pct_value("cross_p99", ttft(cross), 99),
-        pct_value("pdd_p99", ttft(pdd), 99),
-    ]
-    values += [
-        Value(name="p50_change", value=values[1].value / values[0].value - 1, unit="fraction"),
-        Value(name="p99_change", value=values[3].value / values[2].value - 1, unit="fraction"),
-    ]
+    values = ttft_values({"cross": cross, "pdd": pdd})
+    for q, (base, new) in (("50", values[:2]), ("99", values[2:4])):
+        values.append(Value(name=f"p{q}_change", value=new.value / base.value - 1,
+                            unit="fraction"))  # fmt: skip
     return measurement(exp, ctx, [cross, pdd], values, _cdfs([cross, pdd]))
 
 
@@ -297,14 +291,10 @@ def run_e9(exp: Experiment, ctx: RunContext) -> Measurement:
 
 def run_e11(exp: Experiment, ctx: RunContext) -> Measurement:
     off, on = replay("cross-dc-pd", ctx), replay("cross-dc-pd-drc", ctx)
-    values = [
-        pct_value("off_p50", ttft(off), 50),
-        pct_value("on_p50", ttft(on), 50),
-        Value(name="off_wan_bytes", value=off.metric("wan_bytes"), unit="B"),
-        Value(name="on_wan_bytes", value=on.metric("wan_bytes"), unit="B"),
-        Value(name="off_tps", value=off.metric("output_tps"), unit="tokens/s"),
-        Value(name="on_tps", value=on.metric("output_tps"), unit="tokens/s"),
-    ]
+    values = ttft_values({"off": off, "on": on}, (50,))
+    for key, tag, unit in (("wan_bytes", "wan_bytes", "B"), ("tps", "output_tps", "tokens/s")):
+        values += [Value(name=f"{n}_{key}", value=r.metric(tag), unit=unit)
+                   for n, r in (("off", off), ("on", on))]  # fmt: skip
     return measurement(exp, ctx, [off, on], values, _cdfs([off, on]))
 
 

@@ -255,10 +255,14 @@ class LadderVerdict(BaseModel):
             return f"{self.system}: refused: {self.reason}"
         if self.capacity_goodput is None:
             return f"{self.system}: {self.basis}: {self.reason}"
+        if self.basis != "capacity":
+            return (
+                f"{self.system}: load-bounded (not a capacity) goodput "
+                f"{self.capacity_goodput:.3g} req/s at x{self.capacity_load_scale:g}; {self.reason}"
+            )
         high = "open" if self.capacity_high is None else f"{self.capacity_high:.3g}"
-        label = "capacity" if self.basis == "capacity" else "load-bounded (not a capacity)"
         return (
-            f"{self.system}: {label} goodput {self.capacity_goodput:.3g} req/s at x"
+            f"{self.system}: capacity goodput {self.capacity_goodput:.3g} req/s at x"
             f"{self.capacity_load_scale:g} [{self.capacity_low or 0:.3g}, {high}] "
             f"({self.confidence:.0%}); {self.reason}"
         )

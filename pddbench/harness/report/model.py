@@ -58,6 +58,7 @@ REQUIRED_PERCENTILES = (50.0, 90.0, 99.0)  # the tables and figures use these
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("headline", "Headline"),
     ("ttft-cdf", "TTFT distribution"),
+    ("ttft-timeline", "TTFT over time and the WAN"),
     ("latency-percentiles", "Latency percentiles"),
     ("ttft-by-hit-bin", "TTFT by prefix hit rate"),
     ("load", "Goodput and SLA attainment vs offered load"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.report import figures_latency as fl
 from pddbench.harness.report import figures_system as fs
+from pddbench.harness.report import figures_wan as fw
 from pddbench.harness.report.figstyle import FigureOut
 from pddbench.harness.report.model import SECTIONS, Report
 from pddbench.harness.report.tables import (
@@ -33,6 +34,7 @@ FigureFn = Callable[[Report], FigureOut | None]
 
 FIGURES: dict[str, tuple[FigureFn, str]] = {
     "ttft-cdf": (fl.ttft_cdf, "no ok request has a TTFT"),
+    "ttft-timeline": (fw.ttft_timeline, "no ok request has a TTFT"),
     "latency-percentiles": (fl.latency_bars, "no ok requests"),
     "ttft-by-hit-bin": (fl.ttft_by_hit_bin, "no request has a known hit rate"),
     "load": (

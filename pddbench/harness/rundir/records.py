@@ -104,6 +104,18 @@ class RequestRecord:
     error_message: str | None = _col(Role.OTHER, None)
     server_timing: str | None = _col(Role.OTHER, None)  # the server's `pdd` object, JSON
     agent_type: str | None = _col(Role.CATEGORY, None)  # the trace's, where it has one
+    # TTFT decomposition from the server's story (analysis.ttft_parts; None: not decomposable)
+    ttft_to_router_s: float | None = _col(Role.NUMBER, None)
+    ttft_router_queue_s: float | None = _col(Role.NUMBER, None)
+    ttft_p_queue_s: float | None = _col(Role.NUMBER, None)
+    ttft_prefill_s: float | None = _col(Role.NUMBER, None)
+    ttft_kv_transfer_s: float | None = _col(Role.NUMBER, None)
+    ttft_kv_landing_s: float | None = _col(Role.NUMBER, None)
+    ttft_first_decode_s: float | None = _col(Role.NUMBER, None)
+    ttft_to_client_s: float | None = _col(Role.NUMBER, None)
+    kv_path: str | None = _col(Role.CATEGORY, None)  # path of the first-token instance's KV
+    handoff_s: float | None = _col(Role.NUMBER, None)  # RLD -> MD handoff, send to last ack
+    extend_s: float | None = _col(Role.NUMBER, None)  # MD's extend steps, summed
     token_times_s: list[float] | None = _col(Role.TOKEN_TIMES, None)  # noqa: RUF009 (a field())
 
     @property

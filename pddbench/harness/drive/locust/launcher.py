@@ -31,6 +31,7 @@ from typing import IO
 import pyarrow.parquet as pq
 
 from pddbench.errors import UserError
+from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
     RESULT_FILE,
@@ -243,6 +244,8 @@ def _wait_for_master(
 
     if in_main:
         previous = signal.signal(signal.SIGTERM, on_term)
+    stop_requested = threading.Event()
+    unregister = interrupts.register(stop_requested.set)  # main thread relays signals
     try:
         while True:
             try:
@@ -250,7 +253,9 @@ def _wait_for_master(
                     break
                 if not anchored:
                     anchored = _anchor_from_result(job_dir, paths, manifest)
-                time.sleep(0.2)
+                if stop_requested.wait(0.2):
+                    stop_requested.clear()
+                    raise _Terminated
             except (KeyboardInterrupt, _Terminated):
                 if interrupted:  # a second Ctrl-C: stop waiting for a graceful end
                     master.kill()
@@ -260,6 +265,7 @@ def _wait_for_master(
                 with contextlib.suppress(ProcessLookupError):
                     master.send_signal(signal.SIGTERM)
     finally:
+        unregister()
         if in_main and previous is not None:
             signal.signal(signal.SIGTERM, previous)
     master.wait()
