@@ -31,6 +31,8 @@ from pddbench.harness.report.markdown import render_sections_markdown
 from pddbench.harness.report.sections import Section
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import write_text
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest
 
 REPORT_FORMAT = "pddbench.reproduction-report"
 REPORT_VERSION = 1
@@ -190,7 +192,7 @@ def build_sections(out: Path, rows: list[Row], found: dict[str, Measurement]) ->
         facts += [("label", x) for x in r.labels] + [("note", x) for x in exp.notes]
         if m is not None:
             facts += [("note", x) for x in m.notes]
-        facts += [("run manifest", f"{p}/manifest.json") for p in r.runs]
+        facts += [("run manifest", str(RunPaths(Path(p)).manifest)) for p in r.runs]
         sec = Section(
             id=r.id.lower(),
             title=f"{r.id}: {r.title}",
@@ -211,11 +213,9 @@ def build_sections(out: Path, rows: list[Row], found: dict[str, Measurement]) ->
                 d = decompose_run(out / rel)
                 if d is not None and d.summary:
                     sec.tables.append(decomposition_table(rel, d))
-                path = out / rel / "manifest.json"
-                if path.exists():
-                    sec.manifests.append(
-                        (f"manifest: {rel}", json.loads(path.read_text(encoding="utf-8")))
-                    )
+                if RunPaths(out / rel).manifest.exists():
+                    manifest = RunManifest.load(out / rel)
+                    sec.manifests.append((f"manifest: {rel}", manifest.to_json()))
         else:
             sec.missing = r.detail
         sections.append(sec)

@@ -31,6 +31,7 @@ from pddbench.harness.experiments.model import (
     Series,
     Value,
 )
+from pddbench.harness.rundir.folder import RunPaths
 
 QUICK_REQUESTS = 60
 FULL_REQUESTS = 400
@@ -88,7 +89,7 @@ def child(args: list[str], root: Path, ok: tuple[int, ...] = (0, 1)) -> None:
 def _run_folders(folder: Path) -> list[Path]:
     if not folder.exists():
         return []
-    return sorted(p for p in folder.iterdir() if (p / "manifest.json").exists())
+    return sorted(p for p in folder.iterdir() if RunPaths(p).manifest.exists())
 
 
 def replay(scenario: str, ctx: RunContext) -> ReplayRun:

@@ -17,6 +17,7 @@ from pathlib import Path
 from pddbench.errors import UserError
 from pddbench.harness.experiments.catalog import planned_costs, total_cost
 from pddbench.harness.experiments.model import Experiment, Measurement, RunContext
+from pddbench.harness.rundir.folder import RunPaths
 
 
 def eta_s(
@@ -38,7 +39,7 @@ def replayed_scenarios(out: Path) -> set[str]:
     return {
         d.name
         for d in runs.iterdir()
-        if d.is_dir() and any((r / "manifest.json").exists() for r in d.iterdir() if r.is_dir())
+        if d.is_dir() and any(RunPaths(r).manifest.exists() for r in d.iterdir() if r.is_dir())
     }
 
 
