@@ -42,9 +42,10 @@ COLD_BLOCKS = 118  # 60,416 uncached tokens in a first turn: ~2.8 GB of KV at 46
 WARM_EXTRA_BLOCKS = 2  # the second turn adds 1,024 tokens to the first one's prompt
 SESSIONS = 4
 SESSION_GAP_S = 1.0
-# the cold turns' KV reaches MD over the shared WAN by ~0.6 + 4 x 2.2 s after the start; the
-# warm turns come after that, so pdd's queue-aware routing can send them P->MD
-THINK_S = 12.0
+# the cold turns' KV reaches MD over the shared WAN by ~0.6 + 4 x 2.2 s after the start at
+# the line rate (later when a busy 2-core machine's delay stage carries less); the warm turns
+# come well after that, so pdd's queue-aware routing can send them P->MD
+THINK_S = 20.0
 OUTPUT_TOKENS = 16
 
 
