@@ -13,7 +13,7 @@ import pandas as pd
 
 from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
 from pddbench.harness.report.figstyle import FigureOut, finish, new_figure, styled
-from pddbench.harness.report.model import Report
+from pddbench.harness.report.model import Report, hit_bin_groups
 
 
 def ttft_cdf(report: Report) -> FigureOut | None:
@@ -103,23 +103,16 @@ def latency_bars(report: Report) -> FigureOut | None:
 
 def ttft_by_hit_bin(report: Report) -> FigureOut | None:
     labels = list(HIT_BIN_LABELS)
-    rows = []
-    for run in report.runs:
-        bd = run.breakdowns.get("hit_bin")
-        if bd is None:
-            continue
-        for g in bd.groups:
-            if g.label not in labels:
-                continue
-            rows.append(
-                {
-                    "run": run.label,
-                    "bin": g.label,
-                    "share": g.share * 100.0,
-                    "p50": g.metrics.value("ttft.p50"),
-                    "p99": g.metrics.value("ttft.p99") if 99.0 in report.percentiles else math.nan,
-                }
-            )
+    rows = [
+        {
+            "run": run.label,
+            "bin": g.label,
+            "share": g.share * 100.0,
+            "p50": g.metrics.value("ttft.p50"),
+            "p99": g.metrics.value("ttft.p99") if 99.0 in report.percentiles else math.nan,
+        }
+        for run, g in hit_bin_groups(report.runs)
+    ]
     df = pd.DataFrame(rows)
     if df.empty or df[["p50"]].isna().all().all():
         return None

@@ -15,7 +15,7 @@ import pandas as pd
 
 from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
 from pddbench.harness.report.figstyle import FigureOut, finish, new_figure, styled
-from pddbench.harness.report.model import Report
+from pddbench.harness.report.model import Report, hit_bin_groups
 
 
 def _scenario_color(report: Report, scenario: str) -> str:
@@ -344,14 +344,10 @@ def handoff(report: Report) -> FigureOut | None:
 
 def wan(report: Report) -> FigureOut | None:
     rows = []
-    for run in report.runs:
-        bd = run.breakdowns.get("hit_bin")
-        if bd is None:
-            continue
-        for g in bd.groups:
-            v = g.metrics.value("wan_bytes_req.mean")
-            if g.label in HIT_BIN_LABELS and math.isfinite(v):
-                rows.append({"run": run.label, "bin": g.label, "MB": v / 1e6})
+    for run, g in hit_bin_groups(report.runs):
+        v = g.metrics.value("wan_bytes_req.mean")
+        if math.isfinite(v):
+            rows.append({"run": run.label, "bin": g.label, "MB": v / 1e6})
     bw = [
         (r.label, r.metrics.value("wan_bandwidth") / 1e9)
         for r in report.runs

@@ -14,12 +14,13 @@ is a difference in percentage points; for every other metric it is the relative 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pddbench.errors import UserError
+from pddbench.harness.analysis.breakdowns import Group
 from pddbench.harness.analysis.capacity import CapacityCurve
 from pddbench.harness.analysis.cost import (
     SENSITIVITY_PRICES,
@@ -27,6 +28,7 @@ from pddbench.harness.analysis.cost import (
     relative,
     relative_bcr,
 )
+from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
 from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
 from pddbench.harness.analysis.rundir import load_run, read_capacity
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
@@ -217,6 +219,17 @@ def headline_cells(
         )
         cells.append(Cell(key, value, text, d, dtext, verdict))
     return cells
+
+
+def hit_bin_groups(runs: Sequence[RunAnalysis]) -> Iterator[tuple[RunAnalysis, Group]]:
+    """Each run's ``hit_bin`` breakdown groups whose label is a known bin, in run order."""
+    for run in runs:
+        bd = run.breakdowns.get("hit_bin")
+        if bd is None:
+            continue
+        for g in bd.groups:
+            if g.label in HIT_BIN_LABELS:
+                yield run, g
 
 
 def run_verdicts(runs: Sequence[RunAnalysis]) -> dict[str, BcrVerdict]:

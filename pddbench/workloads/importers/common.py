@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -150,24 +150,24 @@ def _as_number(value: object, key: str, where: str, minimum: float | None) -> fl
     return number
 
 
-def get_str(obj: Mapping[str, Any], key: str, where: str) -> str:
-    """``obj[key]`` as a string."""
+def _get_instance(obj: Mapping[str, Any], key: str, where: str, kind: type, what: str) -> Any:
+    """``obj[key]``, refused unless present and an instance of ``kind`` (``what`` names it)."""
     if key not in obj:
         raise fail(where, f"missing field {key!r}")
     value = obj[key]
-    if not isinstance(value, str):
-        raise fail(where, f"field {key!r} must be a string, {_got(value)}")
+    if not isinstance(value, kind):
+        raise fail(where, f"field {key!r} must be {what}, {_got(value)}")
     return value
+
+
+def get_str(obj: Mapping[str, Any], key: str, where: str) -> str:
+    """``obj[key]`` as a string."""
+    return cast(str, _get_instance(obj, key, where, str, "a string"))
 
 
 def get_list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
     """``obj[key]`` as a JSON array."""
-    if key not in obj:
-        raise fail(where, f"missing field {key!r}")
-    value = obj[key]
-    if not isinstance(value, list):
-        raise fail(where, f"field {key!r} must be a list, {_got(value)}")
-    return value
+    return cast(list[Any], _get_instance(obj, key, where, list, "a list"))
 
 
 def get_hash_ids(obj: Mapping[str, Any], key: str, where: str) -> np.ndarray:
