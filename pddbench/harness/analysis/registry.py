@@ -1,8 +1,9 @@
 """The metrics registry: what a metric declares, how metrics are found, ordered and computed.
 
-A metric is one small class (see ``analysis/metrics/``) that declares its tag, header,
-unit and display unit, which records it applies to, its direction (is lower or higher
-better), the metrics it needs, and what NaN means for it. Two kinds exist:
+A metric is one small class that declares its tag, header, unit and display unit, which
+records it applies to, its direction (is lower or higher better), the metrics it needs,
+and what NaN means for it; :func:`declare` builds such a class from one row of
+declarations (the table in ``analysis/metrics/catalog.py``). Two kinds exist:
 
 * :class:`DistributionMetric` — one value per request (or per session); summarised as
   count, mean, min, max and the configured percentiles (``ttft.p99``).
@@ -22,7 +23,7 @@ import importlib
 import inspect
 import math
 import pkgutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import ModuleType
@@ -186,6 +187,61 @@ def split_key(key: str) -> tuple[str, str | None]:
     return tag, (stat or None)
 
 
+Values = Callable[[RecordSet, Context], np.ndarray]
+Compute = Callable[[RecordSet, Context, Mapping[str, MetricResult]], float]
+
+
+def declare(
+    tag: str,
+    header: str,
+    unit: Unit,
+    shown: Unit | None = None,
+    *,
+    applies: Applies = Applies.ALL,
+    better: Direction = Direction.NONE,
+    requires: tuple[str, ...] = (),
+    min_change: float = 0.0,
+    what: str,
+    nan: str,
+    values: str | Values | None = None,
+    compute: Compute | None = None,
+) -> type[Metric]:
+    """A metric class from one row of declarations.
+
+    ``values`` (a records column, or a function of the records) makes a
+    :class:`DistributionMetric`; ``compute`` makes a :class:`ScalarMetric`. ``shown`` is
+    the display unit, ``what`` the description and ``nan`` what NaN means.
+    """
+    if (values is None) == (compute is None):
+        raise ValueError(f"{tag}: declare exactly one of values= and compute=")
+    attrs: dict[str, object] = {
+        "tag": tag,
+        "header": header,
+        "unit": unit,
+        "display_unit": shown,
+        "applies_to": applies,
+        "direction": better,
+        "requires": requires,
+        "description": what,
+        "nan_means": nan,
+        "min_change": min_change,
+    }
+    base: type[Metric] = DistributionMetric
+    if compute is not None:
+        base, attrs["compute"] = ScalarMetric, _method(compute)
+    elif isinstance(values, str):
+        attrs["column"] = values
+    else:
+        attrs["values"] = _method(values)
+    name = "".join(part.capitalize() for part in tag.split("_"))
+    return type(name, (base,), attrs)
+
+
+def _method(fn: Callable[..., object]) -> Callable[..., object]:
+    """``fn`` as a method that ignores the metric instance."""
+    return lambda self, *args: fn(*args)
+
+
 class MetricRegistry:
     """Metric instances by tag, in registration order."""
 
@@ -204,12 +260,15 @@ class MetricRegistry:
         return cls
 
     def discover(self, package: ModuleType) -> MetricRegistry:
-        """Register every concrete metric class defined in the modules of ``package``."""
+        """Register what the modules of ``package`` declare: the rows of a module's
+        ``METRICS`` table, then the concrete metric classes the module defines."""
         modules = [package] + [
             importlib.import_module(f"{package.__name__}.{info.name}")
             for info in pkgutil.iter_modules(package.__path__)
         ]
         for module in modules:
+            for cls in getattr(module, "METRICS", ()):
+                self.register(cls)
             for obj in list(vars(module).values()):  # definition order
                 if (
                     inspect.isclass(obj)

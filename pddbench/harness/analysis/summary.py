@@ -22,7 +22,7 @@ from pddbench.harness.analysis.breakdowns import (
 )
 from pddbench.harness.analysis.capacity import CapacityCurve
 from pddbench.harness.analysis.cost import CostModel
-from pddbench.harness.analysis.metrics.session import TaskCompletion
+from pddbench.harness.analysis.metrics.session import task_completion_times
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.registry import Context, MetricRegistry, MetricSet, default_registry
 from pddbench.harness.analysis.rundir import RunData
@@ -103,7 +103,7 @@ def analyze_records(
     }
     series = RunSeries(
         ttft_cdf=ttft_cdf(records),
-        task_cdf=curve_of(TaskCompletion().values(records, ctx)),
+        task_cdf=curve_of(task_completion_times(records, ctx)),
         hit_shares=hit_shares(records),
         bathtub=bathtub(records),
         handoff=handoff_timeline(records),

@@ -1,10 +1,10 @@
-"""The metrics: one small class per metric, grouped by subject in this package's modules.
+"""The metrics: the catalog of declarations and the computations behind them.
 
-Every concrete :class:`~pddbench.harness.analysis.registry.DistributionMetric` or
-:class:`~pddbench.harness.analysis.registry.ScalarMetric` defined in a module here is
-found by :func:`~pddbench.harness.analysis.registry.default_registry`; adding a metric
-is adding one class. Modules: ``latency`` (TTFT, TPOT, ITL, E2E, queueing, schedule lag),
-``throughput`` (counts, duration, RPS, token throughput), ``goodput`` (SLA attainment,
-goodput, errors, BCR), ``cache`` (hit rate, cache fidelity), ``pdd`` (RLD share, WAN,
-handoff spikes), ``session`` (task completion, per-session goodput).
+``catalog`` holds one row of declarations per metric (the ``METRICS`` table that
+:func:`~pddbench.harness.analysis.registry.default_registry` registers); adding a metric
+is adding one row. The subject modules hold the computations that are more than reading
+one records column: ``latency`` (ITL views), ``throughput`` (counts, window, rates),
+``goodput`` (SLA attainment, goodput, errors, BCR), ``cache`` (hit rate, cache fidelity),
+``pdd`` (RLD share, WAN, handoff spikes), ``session`` (task completion, per-session
+goodput). A module may also define a metric as a class (see ``registry``).
 """

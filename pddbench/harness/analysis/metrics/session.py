@@ -3,7 +3,8 @@
 A session is complete when every one of its records is ok. Its *task completion time*
 is ``last end − first intended send`` over its records, so it includes think and tool
 time between turns and any lateness of the first send. A session *meets the SLA* when
-every one of its requests does.
+every one of its requests does. The metrics are declared in ``catalog.py``; this module
+holds their computations.
 """
 
 from __future__ import annotations
@@ -14,16 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddbench.harness.analysis.recordset import RecordSet
-from pddbench.harness.analysis.registry import (
-    Context,
-    Direction,
-    DistributionMetric,
-    MetricResult,
-    ScalarMetric,
-)
+from pddbench.harness.analysis.registry import Context, MetricResult
 from pddbench.harness.analysis.sla import check
 from pddbench.harness.analysis.stats import ratio
-from pddbench.harness.analysis.units import Unit
 
 
 @dataclass(frozen=True)
@@ -64,62 +58,24 @@ def session_groups(records: RecordSet) -> SessionGroups:
     return SessionGroups(order, starts)
 
 
-class Sessions(ScalarMetric):
-    tag = "sessions"
-    header = "sessions"
-    unit = Unit.SESSIONS
-    description = "distinct session ids among the records"
-    nan_means = "never NaN"
-
-    def compute(self, records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
-        return float(session_groups(records).count)
+def session_count(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
+    """Distinct session ids among the records."""
+    return float(session_groups(records).count)
 
 
-class TaskCompletion(DistributionMetric):
-    tag = "task_completion"
-    header = "task completion time"
-    unit = Unit.SECONDS
-    direction = Direction.LOWER
-    description = (
-        "per complete session (every request ok): last end − first intended send, "
-        "tool/think time included"
-    )
-    nan_means = "no complete session"
-    min_change = 0.1
-
-    def values(self, records: RecordSet, ctx: Context) -> np.ndarray:
-        g = session_groups(records)
-        complete = g.all(records.ok)
-        span = g.max(records.col("end_s")) - g.min(records.col("intended_send_s"))
-        return span[complete]
+def task_completion_times(records: RecordSet, ctx: Context | None = None) -> np.ndarray:
+    """Per complete session (every record ok): last end − first intended send."""
+    g = session_groups(records)
+    complete = g.all(records.ok)
+    span = g.max(records.col("end_s")) - g.min(records.col("intended_send_s"))
+    return span[complete]
 
 
-class SessionSlaAttainment(ScalarMetric):
-    tag = "session_sla_attainment"
-    header = "sessions meeting SLA"
-    unit = Unit.FRACTION
-    display_unit = Unit.PERCENT
-    direction = Direction.HIGHER
-    description = "share of sessions whose every request met every SLA target"
-    nan_means = "no sessions"
-    min_change = 0.005
-
-    def compute(self, records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
-        g = session_groups(records)
-        return ratio(float(np.count_nonzero(g.all(check(ctx.sla, records).met))), float(g.count))
+def sessions_met(records: RecordSet, ctx: Context) -> float:
+    """How many sessions had every request meet every SLA target."""
+    return float(np.count_nonzero(session_groups(records).all(check(ctx.sla, records).met)))
 
 
-class SessionGoodput(ScalarMetric):
-    tag = "session_goodput"
-    header = "session goodput"
-    unit = Unit.SESSIONS_PER_S
-    direction = Direction.HIGHER
-    requires = ("duration",)
-    description = "sessions whose every request met the SLA, per second of the run window"
-    nan_means = "the run window is undefined (empty run)"
-    min_change = 0.001
-
-    def compute(self, records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
-        g = session_groups(records)
-        met = float(np.count_nonzero(g.all(check(ctx.sla, records).met)))
-        return ratio(met, deps["duration"].value)
+def session_attainment(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
+    """Share of sessions whose every request met every SLA target."""
+    return ratio(sessions_met(records, ctx), float(session_groups(records).count))
