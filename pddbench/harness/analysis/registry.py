@@ -143,6 +143,12 @@ class MetricResult:
     value: float  # scalar value, or the mean of a distribution
     dist: Distribution | None = None
 
+    @classmethod
+    def of(cls, metric: Metric, value: float, dist: Distribution | None = None) -> MetricResult:
+        """The result of ``metric``, with its declarations."""
+        m = metric
+        return cls(m.tag, m.header, m.kind, m.unit, m.shown_in, m.direction, value, dist)
+
     def get(self, stat: str | None = None) -> float:
         """A statistic in the base unit (``None``: the scalar value / the mean)."""
         if stat is None:
@@ -341,16 +347,7 @@ class MetricRegistry:
                 assert isinstance(metric, ScalarMetric)
                 dist = None
                 value = float(metric.compute(rows, ctx, out.results))
-            out.results[metric.tag] = MetricResult(
-                tag=metric.tag,
-                header=metric.header,
-                kind=metric.kind,
-                unit=metric.unit,
-                display_unit=metric.shown_in,
-                direction=metric.direction,
-                value=value,
-                dist=dist,
-            )
+            out.results[metric.tag] = MetricResult.of(metric, value, dist)
         return out
 
 

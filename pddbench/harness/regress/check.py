@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pddbench.errors import UserError
+from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
 from pddbench.harness.analysis.registry import Direction, default_registry, split_key
 from pddbench.harness.analysis.rundir import read_manifest
 from pddbench.harness.analysis.sla import SLA
@@ -28,19 +29,7 @@ from pddbench.harness.regress.history import (
 )
 from pddbench.harness.regress.verdict import MetricVerdict, RegressConfig, Verdict, judge
 
-DEFAULT_KEYS: tuple[str, ...] = (
-    "ttft.p50",
-    "ttft.p90",
-    "ttft.p99",
-    "tpot.p50",
-    "tpot.p99",
-    "itl_mean",
-    "e2e.p99",
-    "completed_rps",
-    "goodput",
-    "sla_attainment",
-    "error_rate",
-)
+DEFAULT_KEYS: tuple[str, ...] = (*CORE_KEYS, "error_rate")
 
 
 @dataclass

@@ -28,6 +28,7 @@ from pddbench.harness.analysis.cost import (
     relative,
     relative_bcr,
 )
+from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
 from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
 from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
 from pddbench.harness.analysis.rundir import load_run, read_capacity
@@ -39,16 +40,7 @@ from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.deploy.emulation import EmulationStatus
 
 HEADLINE_KEYS: tuple[str, ...] = (
-    "ttft.p50",
-    "ttft.p90",
-    "ttft.p99",
-    "tpot.p50",
-    "tpot.p99",
-    "itl_mean",
-    "e2e.p99",
-    "completed_rps",
-    "goodput",
-    "sla_attainment",
+    *CORE_KEYS,
     "session_sla_attainment",
     "task_completion.p50",
     "error_rate",

@@ -22,6 +22,21 @@ LOWER, HIGHER = Direction.LOWER, Direction.HIGHER
 NO_WINDOW = "the run window is undefined (empty run)"
 FEW_TOKENS = "no ok request with 2 or more output tokens"
 
+# The latency, rate and SLA figures that a report's headline leads with and that the
+# regression check watches by default.
+CORE_KEYS: tuple[str, ...] = (
+    "ttft.p50",
+    "ttft.p90",
+    "ttft.p99",
+    "tpot.p50",
+    "tpot.p99",
+    "itl_mean",
+    "e2e.p99",
+    "completed_rps",
+    "goodput",
+    "sla_attainment",
+)
+
 METRICS: tuple[type[Metric], ...] = (
     # prefix cache
     declare(
