@@ -139,6 +139,17 @@ def _start_host(
             return proc
 
 
+async def _poll_running(
+    http: aiohttp.ClientSession, addresses: dict[str, str], counts: dict[str, int]
+) -> None:
+    """Keep ``counts`` (running requests by instance) fresh from the instances' /health."""
+    while True:
+        for name, address in addresses.items():
+            async with http.get(f"http://{address}/health") as r:
+                counts[name] = (await r.json())["running"]
+        await asyncio.sleep(0.02)  # the polling interval
+
+
 def test_killed_instance_fails_its_requests_promptly(tmp_path: Path) -> None:
     dep = deployment(
         "pd",
@@ -152,6 +163,7 @@ def test_killed_instance_fails_its_requests_promptly(tmp_path: Path) -> None:
     for inst in dep["instances"]:
         inst["address"] = f"127.0.0.1:{next(ports)}"
     front = next(i for i in dep["instances"] if i["role"] == "router")["address"]
+    decoders = {i["id"]: i["address"] for i in dep["instances"] if i["role"] == "decode"}
     a = _start_host(tmp_path, "a", dep, ["router", "p0", "d0"])
     b = _start_host(tmp_path, "b", dep, ["d1"])
     try:
@@ -172,7 +184,15 @@ def test_killed_instance_fails_its_requests_promptly(tmp_path: Path) -> None:
                     )
                     for k in range(20)
                 ]
-                await asyncio.sleep(1.0)
+                decoding = dict.fromkeys(decoders, 0)
+                poller = asyncio.create_task(_poll_running(http, decoders, decoding))
+                try:  # every request is streaming from its decoder, d1 has some
+                    await await_until(
+                        lambda: sum(decoding.values()) == 20 and decoding["d1"] > 0,
+                        what="all 20 requests decoding, some on d1",
+                    )
+                finally:
+                    poller.cancel()
                 os.kill(b.pid, signal.SIGKILL)  # d1's process dies mid-stream
                 t_kill = time.monotonic()
                 done = await asyncio.wait_for(asyncio.gather(*tasks), 30)
@@ -214,10 +234,11 @@ def test_unreachable_instance_is_detected_by_health_checks() -> None:
     )
 
     async def main() -> None:
-        async with running(spec, {"d0": {}}) as (_, url, links), aiohttp.ClientSession() as http:
+        async with running(spec, {"d0": {}}) as (host, url, links), aiohttp.ClientSession() as http:
             task = asyncio.create_task(complete(http, url, list(range(1000)), 5000, "bh"))
-            await asyncio.sleep(0.5)
-            links["d0"].blackhole()  # packets vanish, no connection is closed
+            d0 = next(w for w in host.workers if w.id == "d0")
+            await await_until(lambda: d0.engine.running > 0, what="bh decoding on d0")
+            links["d0"].blackhole()  # packets vanish mid-stream, no connection is closed
             t0 = time.monotonic()
             c = await asyncio.wait_for(task, 10)
             assert time.monotonic() - t0 < 3
