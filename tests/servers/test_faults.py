@@ -107,10 +107,11 @@ def test_client_disconnect_frees_every_instance(arch: str) -> None:
                         if seen >= 5:
                             break
                     r.close()  # the client goes away mid-stream
-            deadline = time.monotonic() + 5
-            while not (_idle(host) and not host.router.inflight):
-                assert time.monotonic() < deadline, "resources not freed after disconnect"
-                await asyncio.sleep(0.05)
+            await await_until(
+                lambda: _idle(host) and not host.router.inflight,
+                what="resources freed after disconnect",
+                timeout_s=5,
+            )
             ok = await complete(http, url, list(range(300)), 5, "after")
             assert ok.ids == expected("after", 5)
 
@@ -265,9 +266,6 @@ def test_broken_kv_connection_is_reported() -> None:
             assert link.cut_busiest() > 1_000_000  # the KV connection, mid-transfer
             c = await asyncio.wait_for(task, 10)
             assert c.error is not None and "KV" in c.error, c.error
-            deadline = time.monotonic() + 5
-            while not _idle(host):
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
+            await await_until(lambda: _idle(host), what="every instance idle", timeout_s=5)
 
     asyncio.run(main())
