@@ -31,16 +31,13 @@ def ttft_cdf(report: Report) -> FigureOut | None:
             tail = 1.0 - c.y + 1.0 / max(run.metrics.value("ttft.count"), 1)
             ax2.plot(c.x, tail, color=color, lw=2, ls=ls, label=run.label)
         for ax in (ax1, ax2):
-            ax.set_xscale("log")
-            ax.set_xlabel("TTFT (s, log scale)")
+            ax.set(xscale="log", xlabel="TTFT (s, log scale)")
             if report.sla.ttft_s is not None:
                 ax.axvline(report.sla.ttft_s, color="0.3", ls="--", lw=1)
         ax1.set_ylabel("share of ok requests ≤ x")
         ax1.set_ylim(0, 1.0)
         ax1.set_title("TTFT CDF")
-        ax2.set_yscale("log")
-        ax2.set_ylabel("share of ok requests > x")
-        ax2.set_title("TTFT tail (1 − CDF)")
+        ax2.set(yscale="log", ylabel="share of ok requests > x", title="TTFT tail (1 − CDF)")
         for p in (0.1, 0.01, 0.001):
             ax2.axhline(p, color="0.75", lw=0.8, ls=":")
         ax1.legend(loc="lower right", fontsize="small")
@@ -85,9 +82,7 @@ def latency_bars(report: Report) -> FigureOut | None:
                 ax=ax,
                 legend=ax is axes[0],
             )
-            ax.set_title(name)
-            ax.set_xlabel("")
-            ax.set_ylabel(name)
+            ax.set(title=name, xlabel="", ylabel=name)
             if len(report.runs) <= 3:
                 for container in ax.containers:
                     ax.bar_label(container, fmt="%.3g", fontsize="x-small", padding=1)
@@ -134,9 +129,8 @@ def ttft_by_hit_bin(report: Report) -> FigureOut | None:
                     ls="--",
                     label=f"{run.label} P99",
                 )
-        ax.set_yscale("log")
-        ax.set_ylabel("TTFT (s, log scale)")
-        ax.set_title("TTFT by prefix hit-rate bin (solid: P50, dashed: P99)")
+        ax.set(yscale="log", ylabel="TTFT (s, log scale)",
+            title="TTFT by prefix hit-rate bin (solid: P50, dashed: P99)")
         if report.sla.ttft_s is not None:
             ax.axhline(report.sla.ttft_s, color="0.3", ls=":", lw=1)
         ax.legend(fontsize="x-small", ncol=max(1, len(report.runs)), loc="upper right")
@@ -174,9 +168,8 @@ def task_cdf(report: Report) -> FigureOut | None:
                 ls=report.dashes[run.label],
                 label=run.label,
             )
-        ax.set_xscale("log")
-        ax.set_xlabel("task completion time (s, log scale; tool/think time included)")
-        ax.set_ylabel("share of complete sessions ≤ x")
+        ax.set(xscale="log", xlabel="task completion time (s, log scale; tool/think time included)",
+            ylabel="share of complete sessions ≤ x")
         ax.set_ylim(0, 1)
         ax.legend(fontsize="small", loc="lower right")
         ax.set_title("Agent task completion time")

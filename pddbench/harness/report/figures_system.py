@@ -108,9 +108,8 @@ def bcr_bars(report: Report) -> FigureOut | None:
         palette = {r.label: report.colors[r.label] for r in report.runs}
         sns.barplot(data=df, x="quantity", y="change", hue="run", palette=palette, ax=ax1)
         ax1.axhline(0, color="0.2", lw=1)
-        ax1.set_ylabel(f"change vs {report.baseline.label} (%)")
-        ax1.set_xlabel("")
-        ax1.set_title("Cost, goodput and BCR relative to the baseline")
+        ax1.set(ylabel=f"change vs {report.baseline.label} (%)", xlabel="",
+            title="Cost, goodput and BCR relative to the baseline")
         for container in ax1.containers:
             ax1.bar_label(container, fmt="%+.1f", fontsize="x-small", padding=1)
         ax1.legend(fontsize="small")
@@ -122,8 +121,8 @@ def bcr_bars(report: Report) -> FigureOut | None:
         colors = [report.colors[c.label] for c in report.costs]
         ax2.barh(labels, values, color=colors)
         ax2.invert_yaxis()
-        ax2.set_xlabel("BCR (goodput req/s per cost unit)")
-        ax2.set_title("BCR" if not bounded else "BCR; load-bounded = lower bound, not the BCR")
+        ax2.set(xlabel="BCR (goodput req/s per cost unit)",
+            title="BCR" if not bounded else "BCR; load-bounded = lower bound, not the BCR")
         note = (
             " Load-bounded ("
             + ", ".join(bounded)
@@ -162,8 +161,8 @@ def bathtub(report: Report) -> FigureOut | None:
                 ls=report.dashes[run.label],
                 label=run.label,
             )
-        ax.set_xlabel("prefix hit rate (%, 5 %-wide bins)")
-        ax.set_ylabel("token service rate (k tok/s per request)")
+        ax.set(xlabel="prefix hit rate (%, 5 %-wide bins)",
+            ylabel="token service rate (k tok/s per request)")
         ax.set_xlim(0, 100)
         ax.set_title("Per-request token service rate by hit rate")
         ax.legend(fontsize="small")
@@ -178,9 +177,8 @@ def bathtub(report: Report) -> FigureOut | None:
                     color=_scenario_color(report, scenario),
                     label=scenario,
                 )
-            ax2.set_xlabel("run's token-weighted hit rate (%)")
-            ax2.set_ylabel("token throughput (k tok/s)")
-            ax2.set_title("Run-level throughput vs hit rate")
+            ax2.set(xlabel="run's token-weighted hit rate (%)", ylabel="token throughput (k tok/s)",
+                title="Run-level throughput vs hit rate")
             ax2.legend(fontsize="small")
         return finish(
             fig,
@@ -233,9 +231,11 @@ def hit_shares(report: Report) -> FigureOut | None:
             )
             ax.set_ylim(0, 100)
             ax.set_xlim(x[0], x[-1] if x.size > 1 else x[0] + 1)
-            ax.set_ylabel("requests (%)")
-            ax.set_xlabel("minutes since the first intended send")
-            ax.set_title(f"Hit-rate bins over time — {run.label}")  # type: ignore[attr-defined]
+            ax.set(
+                ylabel="requests (%)",
+                xlabel="minutes since the first intended send",
+                title=f"Hit-rate bins over time — {run.label}",  # type: ignore[attr-defined]
+            )
         handles, labels = axes[0].get_legend_handles_labels()
         axes[0].legend(
             handles[::-1],
@@ -291,10 +291,9 @@ def handoff(report: Report) -> FigureOut | None:
                 if math.isfinite(tl.direct_median_s):
                     ax.axhline(tl.direct_median_s * 1e3, color=color, ls=":", lw=1)
             ax.axvline(0, color="0.2", ls="--", lw=1)
-            ax.set_yscale("log")
-            ax.set_xlabel("token index − relay tokens (0 = first MainDecode token)")
-            ax.set_ylabel("inter-token interval (ms, log)")
-            ax.set_title("Token timeline around the RLD→MD handoff")
+            ax.set(yscale="log", xlabel="token index − relay tokens (0 = first MainDecode token)",
+                ylabel="inter-token interval (ms, log)",
+                title="Token timeline around the RLD→MD handoff")
             ax.legend(fontsize="x-small")
         if spikes:
             ax = axes[i]
@@ -328,8 +327,8 @@ def handoff(report: Report) -> FigureOut | None:
                     label=f"{kind}, P50",
                 )
             ax.set_xticks(xs, [r.label for r in spikes])
-            ax.set_ylabel("per-request max ITL, P50 (ms)")
-            ax.set_title("Max ITL: relayed vs direct requests")
+            ax.set(ylabel="per-request max ITL, P50 (ms)",
+                title="Max ITL: relayed vs direct requests")
             ax.legend(fontsize="small")
         return finish(
             fig,
@@ -377,9 +376,8 @@ def wan(report: Report) -> FigureOut | None:
                 )
         ax1.set_yscale("log")
         ax1.set_xticks(x, labels)
-        ax1.set_xlabel("prefix hit-rate bin")
-        ax1.set_ylabel("mean WAN MB per request (log)")
-        ax1.set_title("WAN bytes per request by hit rate")
+        ax1.set(xlabel="prefix hit-rate bin", ylabel="mean WAN MB per request (log)",
+            title="WAN bytes per request by hit rate")
         if ax1.get_legend_handles_labels()[0]:
             ax1.legend(fontsize="small")
         if bw:
@@ -389,8 +387,7 @@ def wan(report: Report) -> FigureOut | None:
             ax2.invert_yaxis()
             for yi, (_, v) in enumerate(bw):
                 ax2.annotate(f" {v:.3g}", (v, yi), va="center", fontsize="small")
-        ax2.set_xlabel("Gbit/s")
-        ax2.set_title("Effective WAN bandwidth")
+        ax2.set(xlabel="Gbit/s", title="Effective WAN bandwidth")
         return finish(
             fig,
             "wan",

@@ -47,8 +47,7 @@ def ttft_timeline(report: Report) -> FigureOut | None:
             top.scatter(tl.x, tl.y, s=8, color=report.colors[run.label], label=run.label, alpha=0.7)
         if report.sla.ttft_s is not None:
             top.axhline(report.sla.ttft_s, color="0.3", ls="--", lw=1)
-        top.set_ylabel("TTFT (s)")
-        top.set_title("TTFT at each request's send time")
+        top.set(ylabel="TTFT (s)", title="TTFT at each request's send time")
         top.legend(loc="upper right", fontsize="small")
         if changed:
             low = axes[1]
@@ -74,8 +73,7 @@ def ttft_timeline(report: Report) -> FigureOut | None:
                             low.axvline(r["t_s"], color="#b42318", lw=0.8, ls=":")
                         if r.get("cross_traffic_mbit"):
                             low.axvline(r["t_s"], color="0.4", lw=0.8, ls="-.")
-            low.set_ylabel("line rate (Gbit/s)")
-            low.set_xlabel("time since the run's start (s)")
+            low.set(ylabel="line rate (Gbit/s)", xlabel="time since the run's start (s)")
             low.set_ylim(bottom=0)
             low.legend(loc="lower right", fontsize="x-small")
         else:
