@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from pddbench.harness.cli.options import path_option
 from pddbench.harness.engines.cache import engine_cache_dir
 
 
@@ -43,10 +44,9 @@ def install_command(names: tuple[str, ...], force: bool, jobs: int | None) -> No
 
 
 @engines.command("make-tiny-model")
-@click.option(
+@path_option(
     "--out",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
+    file_okay=False,
     help="Folder to write (default: the cache's models/tiny-llama-v<vocab>).",
 )
 @click.option(

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
+from pddbench.harness.cli.options import path_option
 
 
 @click.group("experiment")
@@ -44,12 +45,8 @@ def list_command() -> None:
 
 @experiment.command("run")
 @click.argument("names", nargs=-1, required=True)
-@click.option(
-    "--out",
-    "out",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="Folder for the experiments' measurements, runs and report.",
+@path_option(
+    "--out", required=True, help="Folder for the experiments' measurements, runs and report."
 )
 @click.option("--quick", is_flag=True, help="The short version of each experiment.")
 @click.option(
@@ -58,10 +55,9 @@ def list_command() -> None:
     help="Replay with the emulated WAN (needs network namespaces); default: "
     "--no-emulation, and WAN-dependent verdicts say so.",
 )
-@click.option(
+@path_option(
     "--trace",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
+    dir_okay=False,
     help="Your trace for the trace and replay experiments (default: jan-feb for "
     "E1/E3, the smoke profile for replays).",
 )

@@ -1,17 +1,19 @@
 """The request options every replay-like command shares, and how they become ReplayOptions.
 
 Owns the click declarations of the trace-selection, timing and client options
-(:func:`selection_options`), the parsing of their text (durations, windows) and
-:func:`build_options`, the one way from their values to a validated
-:class:`~pddbench.harness.plan.options.ReplayOptions` (``replay``, ``capacity`` and the
-nightly config all go through it). :data:`OPTION_FIELDS` says which field of the model
-each option sets; a test holds the two together. Must not run anything.
+(:func:`selection_options`) and of path options (:func:`path_option`), the parsing of
+their text (durations, windows) and :func:`build_options`, the one way from their values
+to a validated :class:`~pddbench.harness.plan.options.ReplayOptions` (``replay``,
+``capacity`` and the nightly config all go through it). :data:`OPTION_FIELDS` says which
+field of the model each option sets; a test holds the two together. Must not run anything.
 """
 
 from __future__ import annotations
 
 import re
 from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -95,6 +97,16 @@ def build_options(
             parse_duration(duration, "--duration", positive=True) if duration is not None else None
         ),
     )
+
+
+def path_option(
+    *decls: str, help: str, file_okay: bool = True, dir_okay: bool = True, **kw: Any
+):
+    """An option whose value is a :class:`~pathlib.Path` (``None`` when not given, unless
+    ``default`` says otherwise); ``file_okay`` / ``dir_okay`` as in :class:`click.Path`."""
+    kw.setdefault("default", None)
+    kind = click.Path(path_type=Path, file_okay=file_okay, dir_okay=dir_okay)
+    return click.option(*decls, type=kind, help=help, **kw)
 
 
 def _choice(flag: str, default: StrEnum, help: str | None = None):

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import build_options, selection_options
+from pddbench.harness.cli.options import build_options, path_option, selection_options
 
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
 
@@ -77,11 +77,9 @@ def locust_options(f):
 
 
 @click.command("replay")
-@click.option(
+@path_option(
     "--trace",
     "trace_path",
-    default=None,
-    type=click.Path(path_type=Path),
     help="Canonical trace (parquet) to replay (required, except with --worker).",
 )
 @click.option(
@@ -97,10 +95,9 @@ def locust_options(f):
     metavar="URL",
     help="Drive an existing endpoint instead of deploying (no emulation).",
 )
-@click.option(
+@path_option(
     "--out",
     "out_root",
-    type=click.Path(path_type=Path),
     default=Path("results"),
     show_default=True,
     help="Folder that receives one sub-folder per run.",
@@ -130,11 +127,10 @@ def locust_options(f):
     is_flag=True,
     help="Record link probes but do not refuse to run when they are off.",
 )
-@click.option(
+@path_option(
     "--resume",
     "resume_dir",
-    default=None,
-    type=click.Path(path_type=Path, file_okay=False),
+    file_okay=False,
     metavar="RUN",
     help="Continue an interrupted run folder with its own trace and options: settled "
     "requests are kept, the rest are sent (asyncio engine).",

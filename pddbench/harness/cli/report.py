@@ -17,6 +17,7 @@ import click
 from pddbench.errors import UserError
 from pddbench.harness.analysis.sla import parse_sla_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, parse_percentiles
+from pddbench.harness.cli.options import path_option
 
 
 def _percentiles(text: str | None) -> tuple[float, ...]:
@@ -39,12 +40,10 @@ def _format(fmt: str | None, as_json: bool, out: Path) -> str:
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
+@path_option(
     "-o",
     "--output",
     "output",
-    type=click.Path(path_type=Path),
-    default=None,
     help="Report file (default report.html / .md / .json by format; '-' for JSON on stdout).",
 )
 @click.option(
@@ -55,12 +54,7 @@ def _format(fmt: str | None, as_json: bool, out: Path) -> str:
     help="Output format (default: from the file suffix, else html).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
-@click.option(
-    "--json-out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Also write the machine-readable JSON here.",
-)
+@path_option("--json-out", help="Also write the machine-readable JSON here.")
 @click.option(
     "--baseline",
     default=None,
@@ -77,12 +71,8 @@ def _format(fmt: str | None, as_json: bool, out: Path) -> str:
     default=None,
     help="Extra percentiles, e.g. 50,90,95,99,99.9 (50/90/99 are always computed).",
 )
-@click.option(
-    "--capacity",
-    "capacity",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="Capacity-curve JSON file(s) to draw in the load section.",
+@path_option(
+    "--capacity", multiple=True, help="Capacity-curve JSON file(s) to draw in the load section."
 )
 @click.option("--title", default=None, help="Report title.")
 def report_command(
@@ -139,17 +129,15 @@ def _positive(name: str, value: float) -> float:
 
 
 @click.command("regress")
-@click.option(
+@path_option(
     "--history",
-    type=click.Path(path_type=Path),
     required=True,
     help="History folder: DIR/<night, e.g. 2026-03-01>/<run folders>.",
 )
-@click.option(
+@path_option(
     "--current",
     multiple=True,
     required=True,
-    type=click.Path(path_type=Path),
     help="Tonight's run folder(s), or a folder of run folders (repeatable).",
 )
 @click.option(
@@ -190,20 +178,8 @@ def _positive(name: str, value: float) -> float:
     show_default=True,
     help="Nights needed before anything is judged.",
 )
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Write a report with trend figures (.html or .md).",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Write the verdicts as JSON.",
-)
+@path_option("--report", "report_path", help="Write a report with trend figures (.html or .md).")
+@path_option("--json", "json_path", help="Write the verdicts as JSON.")
 def regress_command(
     history: Path,
     current: tuple[Path, ...],
