@@ -335,24 +335,29 @@ def _cell_text(v: object) -> str:
     return str(v)
 
 
+# The definitions table's columns: header, and the metric declaration shown in it.
+DEFINITION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("tag", "tag"),
+    ("name", "header"),
+    ("unit", "shown_in"),
+    ("records", "applies_to"),
+    ("better", "direction"),
+    ("definition", "description"),
+)
+
+
 def definitions_table(report: Report) -> Table:
-    rows = []
-    for metric in report.registry:
-        rows.append(
-            (
-                TCell(metric.tag),
-                TCell(metric.header),
-                TCell(str(metric.shown_in)),
-                TCell(str(metric.applies_to)),
-                TCell(str(metric.direction)),
-                TCell(metric.description),
-                TCell(metric.nan_means, cls="muted"),
-            )
+    rows = tuple(
+        (
+            *(TCell(str(getattr(metric, attr))) for _, attr in DEFINITION_COLUMNS),
+            TCell(metric.nan_means, cls="muted"),
         )
+        for metric in report.registry
+    )
     return Table(
         "Metric definitions",
-        ("tag", "name", "unit", "records", "better", "definition", "NaN / '-' means"),
-        tuple(rows),
+        (*(header for header, _ in DEFINITION_COLUMNS), "NaN / '-' means"),
+        rows,
         f"Percentiles: numpy linear interpolation; computed: "
         f"{', '.join(f'P{p:g}' for p in report.percentiles)}.",
         numeric_from=99,
