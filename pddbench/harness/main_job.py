@@ -144,6 +144,7 @@ def main_verdict(
         json_out = html.with_suffix(".json")
         write_report([r.root for r in common], json_out, fmt=Format.JSON)
         click.echo(f"report JSON: {json_out}")
+    click.echo(markdown_table(points_table([lad for _, lad, _ in rows if lad is not None])))
     click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     bad = [v.system for v, _, _ in rows if v.basis in ("failed", "refused")]
@@ -197,4 +198,42 @@ def verdict_table(
         "from the highest point surely meeting it to the lowest surely missing it (Wilson). "
         "load-bounded: no point missed (or the harness fell behind), so the goodput is a "
         "lower bound and its ratio to cost is not the BCR.",
+    )
+
+
+def points_table(ladders: list[LadderVerdict]) -> Table:
+    """Every point of every system's walk: load, time, offered rate, measured requests,
+    attainment with its interval, and why a point was excluded."""
+    rows = []
+    for lad in ladders:
+        for p in lad.points:
+            rows.append(
+                (
+                    TCell(lad.system),
+                    TCell(f"x{p.load_scale:.3g}" + (" (bisect)" if p.bisect else "")),
+                    TCell("-" if p.measure_s is None else f"{p.measure_s:g}"),
+                    TCell("-" if p.wall_s is None else f"{p.wall_s:.0f}"),
+                    TCell(f"{p.offered_rps:.3g}"),
+                    TCell(f"{p.requests}"),
+                    TCell(
+                        f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"
+                    ),
+                    TCell(p.excluded or "no"),
+                )
+            )
+    return Table(
+        "Ladder points",
+        (
+            "system",
+            "load",
+            "measured s",
+            "wall s",
+            "offered req/s",
+            "measured requests",
+            "SLA attainment [interval]",
+            "excluded",
+        ),
+        tuple(rows),
+        "Each point replays sessions no earlier point sent; its warm-up is excluded; "
+        "interval: Wilson, the ladder's confidence.",
     )

@@ -363,3 +363,17 @@ def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> N
         s.point_cost_s(powered_measure_s(s, sched(0.0, x, s.send_s))) for x in s.loads()[:3]
     )
     assert climb < s.budget_s
+
+
+def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() -> None:
+    from pddbench.harness.main_job import points_table
+
+    search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(400, 400), (400, 300)])
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=3.0)))
+    t = points_table([search.verdict("pdd")])
+    assert [r[1].text for r in t.rows] == ["x4", "x8", "x5.66 (bisect)"]
+    assert t.rows[0][6].text == "100.0% [99.0%, 100.0%]"
+    assert t.rows[2][7].text.startswith("schedule lag") and t.rows[0][7].text == "no"

@@ -123,6 +123,10 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
     (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
+    from pddbench.harness.main_job import points_table
+    from pddbench.harness.report.markdown import _table as markdown_table
+
+    click.echo(markdown_table(points_table([verdict])))
     click.echo(verdict.describe())
     click.echo(f"verdict: {out_root / VERDICT_FILE}")
     if verdict.basis == "refused":
