@@ -321,10 +321,10 @@ def test_the_budget_shortens_a_point_it_can_still_hold_and_counts_real_wall_time
     )
     w = search.next_window()
     assert w is not None
-    search.record(_measure(w, 400, 400, wall_s=300.0))  # ran long: 300 s of the 400
+    search.record(_measure(w, 400, 400, wall_s=300.5))  # ran long: 300.5 s of the 400
     w = search.next_window()
-    # 100 s left, 60 s of it reserved for warm-up, draining and reading: 40 s measured
-    assert w is not None and w.measure_s == 40.0
+    # 99.5 s left, 60 s of it reserved for warm-up, draining and reading: 39 s measured
+    assert w is not None and w.measure_s == 39.0
     search.record(_measure(w, 200, 100, wall_s=90.0))
     assert search.next_window() is None
     v = search.verdict("pdd")

@@ -185,7 +185,7 @@ class PointWindow:
     load: float
     trace_start_s: float
     trace_duration_s: float
-    measure_s: float = 60.0  # measured wall time (after the warm-up)
+    measure_s: float = 60.0  # measured wall time (after the warm-up), whole seconds
     warmup_s: float = 10.0
     bisect: bool = False
 
@@ -456,7 +456,7 @@ class LadderSearch:
             measure = powered_measure_s(s, offsets)
         if s.time_budget_s is not None:
             left = s.time_budget_s - self.spent_s
-            measure = min(measure, left - s.point_cost_s(0.0))
+            measure = min(measure, math.floor(left - s.point_cost_s(0.0)))
             if measure < s.point_s:
                 self._stop_on_budget(load)
                 return None
