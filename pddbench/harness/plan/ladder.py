@@ -158,17 +158,10 @@ DEFAULT_LADDER = LadderSettings(
 )
 # ``--quick``: 150 requests a point (an all-met point cannot surely meet 99 %: its interval
 # says so), 20-60 s, one bisection point, shorter warm-up and request limit
-QUICK_LADDER = LadderSettings(
-    start=4.0,
-    growth=2.0,
-    max_points=4,
-    point_s=20.0,
-    warmup_s=5.0,
-    request_limit_s=30.0,
-    min_requests=150,
-    max_point_s=60.0,
-    bisect_points=1,
+QUICK_LADDER = dataclasses.replace(
+    DEFAULT_LADDER, point_s=20.0, warmup_s=5.0, request_limit_s=30.0, max_point_s=60.0
 )
+QUICK_LADDER = dataclasses.replace(QUICK_LADDER, min_requests=150, bisect_points=1)
 
 # The planned send offsets (wall s after the point's start, sorted) of the requests a point
 # at ``load`` starting at trace time ``start_s`` would send if it sent for ``send_s``: how
@@ -383,6 +376,9 @@ class LadderVerdict(BaseModel):
         )
 
 
+_RECORDED = ("min_requests", "max_point_s", "bisect_points", "time_budget_s")  # in verdicts
+
+
 class LadderSearch:
     """Walks the ladder for one system: ``next_window()`` → run it → ``record()``.
 
@@ -575,10 +571,7 @@ class LadderSearch:
             point_s=s.point_s,
             max_lag_p99_s=s.max_lag_p99_s,
             loads=s.loads(),
-            min_requests=s.min_requests,
-            max_point_s=s.max_point_s,
-            bisect_points=s.bisect_points,
-            time_budget_s=s.time_budget_s,
+            **{k: getattr(s, k) for k in _RECORDED},
             spent_s=self.spent_s,
             points=points,
             basis=basis,
