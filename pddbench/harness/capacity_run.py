@@ -3,7 +3,9 @@
 Deploys the scenario once and runs each point the search asks for as a short replay in
 its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
 earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
-warm-up plus the measured time. Measures each point from its records
+warm-up plus the measured time the search chose (powered points are sized from the
+trace's planned schedule, :func:`trace_schedule`: the same for every system). Times
+each point (sending + draining) for the search's time budget. Measures each point from its records
 (:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
 ``pddbench capacity`` and the main job's capacity step both call :func:`run_ladder`.
@@ -33,9 +35,13 @@ from pddbench.harness.plan.ladder import (
     LadderSearch,
     LadderSettings,
     LadderVerdict,
+    PointWindow,
+    Schedule,
+    wilson,
     window_selection,
 )
 from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
 from pddbench.workloads.schema import Col
@@ -52,6 +58,27 @@ def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
     return float(arrival.min()) if arrival.size else 0.0
 
 
+def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
+    """The planned send offsets of a point from the trace (what sizes a powered point),
+    cached: every system of the main job walks the same ladder windows."""
+    cache: dict[tuple[float, float, float], list[float]] = {}
+    base = options.selection.speedup
+
+    def offsets(start_s: float, load: float, send_s: float) -> list[float]:
+        key = (start_s, load, send_s)
+        if key not in cache:
+            window = PointWindow(0, load, start_s, send_s * base * load)
+            planned = plan_requests(
+                trace.table,
+                window_selection(options.selection, window, base),
+                think_policy=options.think_policy,
+            )
+            cache[key] = sorted(r.arrival_s for r in planned if r.arrival_s < send_s)
+        return cache[key]
+
+    return offsets
+
+
 def run_ladder(
     scenario: Scenario,
     trace: Trace,
@@ -65,6 +92,7 @@ def run_ladder(
     emulate: bool,
     check_probes: bool = True,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
+    schedule: Schedule | None = None,
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
     from pddbench.netem.backend import backend_here
@@ -76,6 +104,7 @@ def run_ladder(
         target_pct=sla.target_pct,
         origin_s=ladder_origin(trace, options),
         base_speedup=base_speedup,
+        schedule=schedule or trace_schedule(trace, options),
     )
     runs: list[Path] = []
     deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
@@ -84,19 +113,21 @@ def run_ladder(
         info,
         client_ns,
     ):
+        began = time.monotonic()  # the ETA is the points' (deployment is the caller's)
         while (window := search.next_window()) is not None:
             echo(f"pddbench: {scenario.name}: {search.progress(time.monotonic() - began)}")
             opts = dataclasses.replace(
                 options,
                 selection=window_selection(options.selection, window, base_speedup),
-                max_duration_s=settings.send_s,
+                max_duration_s=window.send_s,
                 api=dataclasses.replace(
                     options.api,
                     request_timeout_s=min(options.api.request_timeout_s, settings.request_limit_s),
                 ),
             )
+            point_began = time.monotonic()
             plan = prepare(trace, opts)
-            paths = new_run(out_root, f"{scenario.name}-x{window.load:g}")
+            paths = new_run(out_root, f"{scenario.name}-x{window.load:.3g}")
             manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
             manifest.scenario = scenario.manifest()
             manifest.trace = dict(
@@ -109,8 +140,8 @@ def run_ladder(
                 index=window.index,
                 trace_start_s=window.trace_start_s,
                 trace_duration_s=window.trace_duration_s,
-                warmup_s=settings.warmup_s,
-                point_s=settings.point_s,
+                warmup_s=window.warmup_s,
+                point_s=window.measure_s,
                 request_limit_s=settings.request_limit_s,
             )
             manifest.probe_check = check_probes
@@ -128,7 +159,7 @@ def run_ladder(
                     info.front_door,
                     paths,
                     manifest,
-                    live=LiveView(f"{scenario.name} x{window.load:g}"),
+                    live=LiveView(f"{scenario.name} x{window.load:.3g}"),
                     metrics_urls=metrics_targets(info.instances),
                 ),
             )
@@ -145,12 +176,17 @@ def run_ladder(
                 emulated=emulate,
                 probes_on=emulate and check_probes,
             )
+            wall_s = time.monotonic() - point_began  # planning, sending, draining, reading
+            m = dataclasses.replace(m, wall_s=wall_s)
             search.record(m)
             excluded = m.health.exclusion(settings)
+            lo, hi = wilson(m.met, m.requests, settings.confidence)
             echo(
-                f"pddbench: {scenario.name} x{window.load:g}: {m.requests} requests "
-                f"(+{m.warmup_excluded} warm-up, {m.censored} censored), attainment "
-                f"{m.attainment:.1%}, goodput {m.goodput_rps:.2f} req/s"
+                f"pddbench: {scenario.name} x{window.load:.3g}"
+                f"{' (bisecting)' if window.bisect else ''}: {m.requests} requests in "
+                f"{window.measure_s:g} s (+{m.warmup_excluded} warm-up, {m.censored} censored), "
+                f"attainment {m.attainment:.1%} [{lo:.1%}, {hi:.1%}], goodput "
+                f"{m.goodput_rps:.2f} req/s, {wall_s:.0f} s wall"
                 + (f"; EXCLUDED: {excluded}" if excluded else "")
             )
     verdict = search.verdict(scenario.name)

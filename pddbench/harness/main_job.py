@@ -14,6 +14,7 @@ does not; owns the main job's ladder settings and the printed table.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -24,9 +25,14 @@ from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
+from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder, trace_schedule
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.ladder import DEFAULT_LADDER, QUICK_LADDER, LadderVerdict
+from pddbench.harness.plan.ladder import (
+    DEFAULT_LADDER,
+    QUICK_LADDER,
+    LadderSettings,
+    LadderVerdict,
+)
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
@@ -34,6 +40,39 @@ from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
+
+# The main job's time plan. Every system gets the same ladder settings (equal loads on the
+# ladder, equal power) and an equal share of the job's time: what one system leaves
+# unused is not handed to the next (that would give later systems bigger samples).
+JOB_BUDGET_S = 30 * 60.0
+QUICK_JOB_BUDGET_S = 15 * 60.0
+DEPLOY_ALLOWANCE_S = 40.0  # per system: deployment, link probes, teardown (planned)
+REPORT_RESERVE_S = 60.0  # the report over the common-load runs, the verdict table
+
+
+def main_ladder(systems: int, *, quick: bool = False) -> LadderSettings:
+    """The ladder every system walks, with its share of the job's time as its budget."""
+    base = QUICK_LADDER if quick else DEFAULT_LADDER
+    total = QUICK_JOB_BUDGET_S if quick else JOB_BUDGET_S
+    share = (total - REPORT_RESERVE_S) / max(1, systems) - DEPLOY_ALLOWANCE_S
+    floor = base.point_cost_s(base.point_s)  # a budget must hold one point
+    return dataclasses.replace(base, time_budget_s=max(floor, share))
+
+
+def plan_text(settings: LadderSettings, systems: int, quick: bool = False) -> str:
+    """The plan printed before the first system: points × seconds × systems, and the total."""
+    s = settings
+    total = systems * (DEPLOY_ALLOWANCE_S + s.budget_s) + REPORT_RESERVE_S
+    return (
+        f"{systems} systems x (deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then ladder x"
+        f"{', x'.join(f'{x:g}' for x in s.loads())} + <= {s.bisect_points} bisection points; "
+        f"each point {s.warmup_s:g} s warm-up + {s.point_s:g}-{s.longest_point_s:g} s "
+        f"measured (until the trace offers {s.min_requests} requests) + <= "
+        f"{s.request_limit_s:g} s draining + {s.point_overhead_s:g} s reading; <= "
+        f"{s.budget_s / 60:.1f} min of points per "
+        f"system) + report <= {REPORT_RESERVE_S:g} s: planned <= {total / 60:.1f} min"
+        + (" [--quick]" if quick else "")
+    )
 
 
 def main_verdict(
@@ -49,15 +88,10 @@ def main_verdict(
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
-    settings = QUICK_LADDER if quick else DEFAULT_LADDER
+    settings = main_ladder(len(scenarios), quick=quick)
     began = time.monotonic()
-    click.echo(
-        f"pddbench: main job: {len(scenarios)} systems on one load ladder x"
-        f"{', x'.join(f'{x:g}' for x in settings.loads())} ({settings.warmup_s:g} s warm-up "
-        f"+ {settings.point_s:g} s per point, at most {settings.budget_s / 60:.0f} min of "
-        f"sending per system){' [--quick]' if quick else ''}",
-        err=True,
-    )
+    click.echo(f"pddbench: main job: {plan_text(settings, len(scenarios), quick)}", err=True)
+    schedule = trace_schedule(trace, options)  # one for all: every system walks the same
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
     for name in scenarios:
@@ -78,6 +112,7 @@ def main_verdict(
                 trace_info=trace_info,
                 emulate=emulate,
                 check_probes=check_probes,
+                schedule=schedule,
             )
         except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
             click.echo(f"pddbench: {scenario.name}: FAILED: {exc}", err=True)
@@ -97,9 +132,11 @@ def main_verdict(
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
+        left = len(scenarios) - len(rows)
         click.echo(
             f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
-            f"{(time.monotonic() - began) / 60:.1f} min",
+            f"{(time.monotonic() - began) / 60:.1f} min, ETA <= "
+            f"{left * (DEPLOY_ALLOWANCE_S + settings.budget_s) / 60:.1f} min + the report",
             err=True,
         )
     html = print_comparison(common, out_root)
@@ -107,6 +144,7 @@ def main_verdict(
         json_out = html.with_suffix(".json")
         write_report([r.root for r in common], json_out, fmt=Format.JSON)
         click.echo(f"report JSON: {json_out}")
+    click.echo(markdown_table(points_table([lad for _, lad, _ in rows if lad is not None])))
     click.echo(markdown_table(verdict_table(rows)))
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     bad = [v.system for v, _, _ in rows if v.basis in ("failed", "refused")]
@@ -160,4 +198,42 @@ def verdict_table(
         "from the highest point surely meeting it to the lowest surely missing it (Wilson). "
         "load-bounded: no point missed (or the harness fell behind), so the goodput is a "
         "lower bound and its ratio to cost is not the BCR.",
+    )
+
+
+def points_table(ladders: list[LadderVerdict]) -> Table:
+    """Every point of every system's walk: load, time, offered rate, measured requests,
+    attainment with its interval, and why a point was excluded."""
+    rows = []
+    for lad in ladders:
+        for p in lad.points:
+            rows.append(
+                (
+                    TCell(lad.system),
+                    TCell(f"x{p.load_scale:.3g}" + (" (bisect)" if p.bisect else "")),
+                    TCell("-" if p.measure_s is None else f"{p.measure_s:g}"),
+                    TCell("-" if p.wall_s is None else f"{p.wall_s:.0f}"),
+                    TCell(f"{p.offered_rps:.3g}"),
+                    TCell(f"{p.requests}"),
+                    TCell(
+                        f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"
+                    ),
+                    TCell(p.excluded or "no"),
+                )
+            )
+    return Table(
+        "Ladder points",
+        (
+            "system",
+            "load",
+            "measured s",
+            "wall s",
+            "offered req/s",
+            "measured requests",
+            "SLA attainment [interval]",
+            "excluded",
+        ),
+        tuple(rows),
+        "Each point replays sessions no earlier point sent; its warm-up is excluded; "
+        "interval: Wilson, the ladder's confidence.",
     )

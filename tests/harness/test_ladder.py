@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 
 from pddbench.harness.plan.ladder import (
+    DEFAULT_LADDER,
+    QUICK_LADDER,
     LadderSearch,
     LadderSettings,
     PointHealth,
     PointMeasure,
     PointWindow,
+    Schedule,
     point_windows,
+    powered_measure_s,
     wilson,
 )
 
@@ -26,7 +31,8 @@ def test_windows_are_consecutive_disjoint_and_scale_with_load() -> None:
     for a, b in itertools.pairwise(ws):
         assert b.trace_start_s == pytest.approx(a.trace_end_s)  # walks on, no overlap
         assert b.trace_duration_s == pytest.approx(2 * a.trace_duration_s)
-    assert SETTINGS.budget_s == 5 * 60
+    # the budget bound: every point sending, draining to the request limit, being read
+    assert SETTINGS.budget_s == 5 * (10 + 50 + 60 + 5)
 
 
 def test_wilson_interval() -> None:
@@ -45,6 +51,7 @@ def _measure(
     *,
     by: dict[str, int] | None = None,
     health: PointHealth | None = None,
+    wall_s: float | None = None,
 ) -> PointMeasure:
     return PointMeasure(
         window=w,
@@ -55,6 +62,7 @@ def _measure(
         measured_s=50.0,
         offered_rps=n / 50.0,
         health=health or PointHealth(schedule_lag_p99_s=0.01),
+        wall_s=wall_s,
     )
 
 
@@ -124,9 +132,9 @@ def test_unemulated_points_count_without_probes() -> None:
 
 def test_progress_has_an_eta() -> None:
     search = LadderSearch(SETTINGS, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
-    assert search.progress(0.0) == "point 1/5 (x1): 0 done in 0m00s, ETA <= 5m00s"
+    assert search.progress(0.0) == "point 1/<=5 (x1, 60 s): 0 done in 0m00s, ETA <= 10m25s"
     _walk(search, [(100, 100)])
-    assert search.progress(70.0) == "point 2/5 (x2): 1 done in 1m10s, ETA <= 4m40s"
+    assert search.progress(70.0) == "point 2/<=5 (x2, 60 s): 1 done in 1m10s, ETA <= 4m40s"
 
 
 # -- independence: consecutive points share no session and no prompt prefix ----------------
@@ -235,3 +243,137 @@ def test_goodput_at_capacity_is_the_most_any_meeting_point_achieved() -> None:
     v = search.verdict("pdd")
     assert v.basis == "capacity" and v.capacity_load_scale == 2.0
     assert v.capacity_goodput == pytest.approx(800 / 50)
+
+
+# -- power, bisection and the time budget ---------------------------------------------------
+POWERED = LadderSettings(4.0, 2.0, 4, 30.0, 10.0, request_limit_s=45.0)  # x4 ... x32
+POWERED = dataclasses.replace(POWERED, min_requests=400, max_point_s=120.0, bisect_points=2)
+
+
+def _uniform(rate_per_load: float) -> Schedule:
+    """A trace whose schedule offers ``rate_per_load × load`` requests per wall second."""
+
+    def offsets(start_s: float, load: float, send_s: float) -> list[float]:
+        step = 1.0 / (rate_per_load * load)
+        return [i * step for i in range(int(send_s / step))]
+
+    return offsets
+
+
+def test_the_default_ladders_state_their_power() -> None:
+    lo, _ = wilson(DEFAULT_LADDER.min_requests, DEFAULT_LADDER.min_requests)
+    assert lo >= 0.99  # a default point with no miss surely meets a 99 % target
+    assert wilson(QUICK_LADDER.min_requests, QUICK_LADDER.min_requests)[0] < 0.99  # quick: not
+
+
+def test_a_point_measures_until_the_trace_offers_enough_requests() -> None:
+    sched = _uniform(1.0)  # 1 req/s per unit of load
+    at = powered_measure_s(POWERED, sched(0.0, 4.0, POWERED.send_s))
+    assert at == 101.0  # 400 requests at 4 req/s after the warm-up
+    assert powered_measure_s(POWERED, sched(0.0, 32.0, POWERED.send_s)) == 30.0  # the minimum
+    assert powered_measure_s(POWERED, sched(0.0, 1.0, POWERED.send_s)) == 120.0  # the cap
+    search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0, schedule=sched)
+    w = search.next_window()
+    assert w is not None and w.measure_s == 101.0 and w.send_s == 111.0
+    assert w.trace_duration_s == pytest.approx(111.0 * 10 * 4)
+
+
+def test_after_the_first_miss_it_bisects_on_fresh_stretches_of_the_trace() -> None:
+    search = LadderSearch(
+        POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0, schedule=_uniform(1.0)
+    )
+    seen: list[PointWindow] = []
+    # x4 and x8 meet, x16 misses; the bisection x11.3 meets, x13.5 misses
+    for ok in (True, True, False, True, False):
+        w = search.next_window()
+        assert w is not None
+        seen.append(w)
+        search.record(_measure(w, 450, 450 if ok else 400))
+    assert search.next_window() is None
+    assert [round(w.load, 2) for w in seen] == [4, 8, 16, 11.31, 13.45]
+    assert [w.bisect for w in seen] == [False, False, False, True, True]
+    for a, b in itertools.pairwise(seen):  # bisection points walk on through the trace too
+        assert b.trace_start_s == pytest.approx(a.trace_end_s)
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == pytest.approx(11.31, abs=0.01)
+    assert "2 bisection points" in v.reason
+    assert v.measured_requests == 5 * 450 and v.points[3].bisect and not v.points[2].bisect
+    assert v.capacity_low == pytest.approx(450 / 50)  # 450 of 450: surely met
+    assert v.capacity_high is not None  # 400 of 450: surely missed
+
+
+def test_the_time_budget_bounds_the_walk_and_says_so() -> None:
+    settings = LadderSettings(
+        start=1.0, growth=2.0, max_points=5, point_s=50.0, warmup_s=10.0, time_budget_s=300.0
+    )
+    search = LadderSearch(settings, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    assert settings.budget_s == 300.0
+    _walk(search, [(100, 100), (100, 100)])  # each reserved 10 + 50 + 60 + 5 = 125 s
+    assert search.next_window() is None and search.spent_s == 250.0
+    v = search.verdict("pdd")
+    assert v.basis == "load-bounded" and "time budget" in v.reason and v.spent_s == 250.0
+
+
+def test_the_budget_shortens_a_point_it_can_still_hold_and_counts_real_wall_time() -> None:
+    settings = dataclasses.replace(POWERED, time_budget_s=400.0)
+    search = LadderSearch(
+        settings, target_pct=99.0, origin_s=0.0, base_speedup=10.0, schedule=_uniform(1.0)
+    )
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 400, 400, wall_s=300.5))  # ran long: 300.5 s of the 400
+    w = search.next_window()
+    # 99.5 s left, 60 s of it reserved for warm-up, draining and reading: 39 s measured
+    assert w is not None and w.measure_s == 39.0
+    search.record(_measure(w, 200, 100, wall_s=90.0))
+    assert search.next_window() is None
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and "time budget" in v.reason  # no room to bisect
+
+
+def test_an_excluded_bisection_point_keeps_the_capacity() -> None:
+    search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(400, 400), (400, 300)])
+    w = search.next_window()
+    assert w is not None and w.bisect
+    search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=3.0)))
+    v = search.verdict("pdd")
+    assert search.done and v.basis == "capacity" and v.capacity_load_scale == 4.0
+    assert "excluded" in v.reason and v.points[2].excluded
+
+
+def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> None:
+    from pddbench.harness.main_job import (
+        DEPLOY_ALLOWANCE_S,
+        JOB_BUDGET_S,
+        REPORT_RESERVE_S,
+        main_ladder,
+        plan_text,
+    )
+
+    s = main_ladder(3)
+    assert dataclasses.replace(s, time_budget_s=None) == DEFAULT_LADDER  # one ladder for all
+    planned = 3 * (DEPLOY_ALLOWANCE_S + s.budget_s) + REPORT_RESERVE_S
+    assert planned <= JOB_BUDGET_S
+    text = plan_text(s, 3)
+    assert "3 systems" in text and "x4, x8, x16, x32" in text and "planned <= 30.0 min" in text
+    # the budget holds the ladder's climb with each point's worst-case draining
+    sched = _uniform(0.5)
+    climb = sum(
+        s.point_cost_s(powered_measure_s(s, sched(0.0, x, s.send_s))) for x in s.loads()[:3]
+    )
+    assert climb < s.budget_s
+
+
+def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() -> None:
+    from pddbench.harness.main_job import points_table
+
+    search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
+    _walk(search, [(400, 400), (400, 300)])
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=3.0)))
+    t = points_table([search.verdict("pdd")])
+    assert [r[1].text for r in t.rows] == ["x4", "x8", "x5.66 (bisect)"]
+    assert t.rows[0][6].text == "100.0% [99.0%, 100.0%]"
+    assert t.rows[2][7].text.startswith("schedule lag") and t.rows[0][7].text == "no"

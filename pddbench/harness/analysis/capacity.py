@@ -94,10 +94,11 @@ def measure_point(
     emulated: bool,
     probes_on: bool,
 ) -> PointMeasure:
-    """One ladder point's figures: requests intended in ``[warmup, warmup + point_s)``."""
+    """One ladder point's figures: requests intended in ``[warmup, warmup + measured)``
+    (the window's own measured time: powered points differ in length)."""
     n = records.num
     intended = n["intended_send_s"]
-    start, end = settings.warmup_s, settings.warmup_s + settings.point_s
+    start, end = window.warmup_s, window.send_s
     sent = records.sent
     in_window = sent & (intended >= start) & (intended < end)
     warm = sent & (intended < start)
@@ -124,8 +125,8 @@ def measure_point(
         },
         warmup_excluded=int(warm.sum()),
         censored=int(censored.sum()),
-        measured_s=settings.point_s,
-        offered_rps=count / settings.point_s,
+        measured_s=window.measure_s,
+        offered_rps=count / window.measure_s,
         health=PointHealth(
             schedule_lag_p99_s=float(np.percentile(lag, 99)) if lag.size else None,
             scheduler_lost_s=lost_s,

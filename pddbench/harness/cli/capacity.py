@@ -46,8 +46,18 @@ from pddbench.harness.plan.ladder import DEFAULT_LADDER, LadderSettings
 @click.option("--points", "max_points", type=int, default=DEFAULT_LADDER.max_points,
               show_default=True,
               help="Ladder length (the search is bounded in points).")
-@click.option("--point-duration", default="60s", show_default=True,
-              help="Measured time per point (after the warm-up).")
+@click.option("--point-duration", default=f"{DEFAULT_LADDER.point_s:g}s", show_default=True,
+              help="Measured time per point (after the warm-up); the minimum when points "
+              "are powered (--min-requests).")
+@click.option("--max-point-duration", default=f"{DEFAULT_LADDER.longest_point_s:g}s",
+              show_default=True, help="The longest a powered point measures.")
+@click.option("--min-requests", type=int, default=DEFAULT_LADDER.min_requests,
+              show_default=True, help="A point measures until the trace's schedule has "
+              "offered this many requests after its warm-up (0: every point --point-duration).")
+@click.option("--bisect", "bisect_points", type=int, default=DEFAULT_LADDER.bisect_points,
+              show_default=True, help="Bisection points after the first miss (fresh trace).")
+@click.option("--budget", default=None,
+              help="Wall-time bound on the whole walk (sending + draining), e.g. 10m.")
 @click.option("--warmup", default="10s", show_default=True,
               help="Excluded at the start of every point (recorded).")
 @click.option("--max-lag", "max_lag", default="0.5s", show_default=True,
@@ -61,7 +71,9 @@ from pddbench.harness.plan.ladder import DEFAULT_LADDER, LadderSettings
 @selection_options
 def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla_text: str | None,
              start_load: float, growth: float, max_points: int, point_duration: str,
-             warmup: str, max_lag: str, request_limit: str, out_root: Path, no_emulation: bool,
+             max_point_duration: str, min_requests: int, bisect_points: int,
+             budget: str | None, warmup: str, max_lag: str, request_limit: str,
+             out_root: Path, no_emulation: bool,
              **kw: object) -> None:
     """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
     options = build_options(**kw)  # type: ignore[arg-type]
@@ -72,6 +84,11 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
             growth=growth,
             max_points=max_points,
             point_s=parse_duration(point_duration, "--point-duration"),
+            max_point_s=max(parse_duration(point_duration, "--point-duration"),
+                            parse_duration(max_point_duration, "--max-point-duration")),
+            min_requests=min_requests,
+            bisect_points=bisect_points,
+            time_budget_s=parse_duration(budget, "--budget") if budget else None,
             warmup_s=parse_duration(warmup, "--warmup"),
             max_lag_p99_s=parse_duration(max_lag, "--max-lag"),
             request_limit_s=parse_duration(request_limit, "--request-limit"),
@@ -94,8 +111,10 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
         sla = with_overrides(sla, {"target_pct": target_pct})
     options = dataclasses.replace(options, max_duration_s=None)
     click.echo(f"pddbench: ladder x{', x'.join(f'{x:g}' for x in settings.loads())}; "
-               f"{settings.warmup_s:g} s warm-up + {settings.point_s:g} s per point, at most "
-               f"{settings.budget_s / 60:.0f} min of sending; SLA {sla.describe()}", err=True)
+               f"+ <= {settings.bisect_points} bisection points; {settings.warmup_s:g} s warm-up "
+               f"+ {settings.point_s:g}-{settings.longest_point_s:g} s measured per point (until "
+               f"the trace offers {settings.min_requests} requests), at most "
+               f"{settings.budget_s / 60:.0f} min; SLA {sla.describe()}", err=True)
     try:
         verdict, _ = run_ladder(scenario, trace, options, settings, sla, out_root=out_root,
                                 argv=["pddbench", *sys.argv[1:]],
@@ -104,6 +123,10 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
     (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
+    from pddbench.harness.main_job import points_table
+    from pddbench.harness.report.markdown import _table as markdown_table
+
+    click.echo(markdown_table(points_table([verdict])))
     click.echo(verdict.describe())
     click.echo(f"verdict: {out_root / VERDICT_FILE}")
     if verdict.basis == "refused":

@@ -138,8 +138,9 @@ def locust_options(f):
 @click.option(
     "--quick",
     is_flag=True,
-    help="Main job only (a long trace, no selection): a shorter load ladder (4 points of "
-    "35 s); fewer requests, wider intervals, and the report says so.",
+    help="Main job only (a long trace, no selection): smaller points (150 requests, "
+    "20-60 s), one bisection point, a 15-minute plan; fewer requests, wider intervals, "
+    "and the report says so.",
 )
 @locust_options
 @selection_options

@@ -32,6 +32,10 @@ QUICK = (
     "20s",
     "--warmup",
     "5s",
+    "--min-requests",  # quick: fixed 20 s points, no bisection (as before powered points)
+    "0",
+    "--bisect",
+    "0",
 )
 FULL = (
     "--points",
@@ -44,6 +48,8 @@ FULL = (
     "60s",
     "--warmup",
     "10s",
+    "--budget",  # powered points (60-120 s) and bisection, bounded per system
+    "15m",
 )
 
 

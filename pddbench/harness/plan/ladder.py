@@ -9,8 +9,18 @@ the same :class:`LadderSearch`.
 Method (DistServe's goodput: the highest load at which SLA attainment meets its target):
 
 * **One ladder for every system**: loads ``start × growth^k`` for ``k < max_points``; the
-  same settings give every system the same loads, so equal-load comparisons come free.
-  Bounded in points, and in time (``max_points × (warmup_s + point_s)`` of sending).
+  same settings give every system the same ladder loads, so equal-load comparisons come
+  free. After the first valid miss the search **bisects** (geometric midpoint of the
+  highest load that met and the lowest that missed) ``bisect_points`` times.
+* **Powered points**: a point measures until the trace's planned schedule has offered
+  ``min_requests`` after its warm-up (:func:`powered_measure_s`), at least ``point_s`` and
+  at most ``max_point_s``: sized from the trace, not from what a system measured, so every
+  system gets the same windows on the ladder. 381 requests with no miss put the Wilson
+  lower end at 99 % (95 % confidence), so the default asks for 400.
+* **Bounded in points and time**: at most ``max_points + bisect_points`` points, and no
+  point starts that the ``time_budget_s`` left cannot hold with its warm-up, worst-case
+  draining (``request_limit_s``) and reading (a point may be shortened to fit, never below
+  ``point_s``); each point's real wall time is what is spent.
 * **Independent points**: point ``k`` replays the task groups that *start* in the trace
   window after point ``k − 1``'s (:func:`point_windows` walks on through the trace), so no
   point sends a session an earlier point sent and no cache is warmed by an earlier
@@ -23,8 +33,9 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   surely misses (its upper end < target; open if none).
 * **Points the harness cannot stand behind** are recorded with a reason and excluded:
   schedule lag P99 above ``max_lag_s``, a server's scheduler lost time (the emulator fell
-  behind), or link probes off on an emulated run. An excluded point ends the walk (a
-  higher load would only be worse): the verdict is then load-bounded.
+  behind), or link probes off on an emulated run. An excluded point ends the climb (a
+  higher load would only be worse): the verdict is then load-bounded; an excluded
+  bisection point only ends the narrowing (the bracket found stands).
 * **Censoring**: a point's requests are cut ``request_limit_s`` after they were sent, so
   one very long output cannot hold the walk for many minutes; a cut request whose own
   SLA bound lies beyond the limit could still have met it, so it is excluded from the
@@ -37,15 +48,16 @@ walk moves through the trace, whose own rate varies, so a higher load scale need
 offer more requests per second (each point records its offered rate).
 
 Verdict basis: ``capacity`` (a valid point missed above one that met: the capacity is
-the highest point that met), ``load-bounded`` (no valid point missed: the ladder or the
-harness ran out first, so the figure is a lower bound and never a capacity), or
-``refused`` (missed at the lowest load).
+the highest point that met below the lowest that missed), ``load-bounded`` (no valid
+point missed: the ladder, the time budget or the harness ran out first, so the figure is
+a lower bound and never a capacity), or ``refused`` (missed at the lowest load).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
@@ -60,16 +72,24 @@ CRITERIA = ("ttft", "tpot", "e2e")
 
 @dataclass(frozen=True)
 class LadderSettings:
-    """The shared load ladder and what makes a point count."""
+    """The shared load ladder, the power of its points, its time budget and what counts."""
 
     start: float = 1.0  # load scale of the first point (× the base arrival rate)
     growth: float = 1.5
-    max_points: int = 6
-    point_s: float = 60.0  # measured wall time per point (after the warm-up)
+    max_points: int = 6  # ladder points (bisection points come on top, ``bisect_points``)
+    point_s: float = 60.0  # measured wall time per point (after the warm-up); the minimum
     warmup_s: float = 10.0  # excluded at the start of every point
     max_lag_p99_s: float = 0.5  # schedule-lag P99 above this: the harness fell behind
     confidence: float = 0.95  # of every interval
     request_limit_s: float = 60.0  # a point's requests are cut after this (see censoring)
+    # power: a point measures until the trace's schedule has offered ``min_requests`` after
+    # its warm-up, at least ``point_s`` and at most ``max_point_s`` (None: ``point_s``)
+    min_requests: int = 0
+    max_point_s: float | None = None
+    bisect_points: int = 0  # after the first miss, bisect the bracket this many times
+    # the search's wall time (sending + draining) is kept under this (None: unbounded)
+    time_budget_s: float | None = None
+    point_overhead_s: float = 5.0  # planning and reading a point, reserved in the budget
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.growth > 1 and self.max_points >= 1):
@@ -80,65 +100,138 @@ class LadderSettings:
             raise ValueError("ladder: need request_limit_s > 0")
         if not 0 < self.confidence < 1:
             raise ValueError("ladder: confidence must be in (0, 1)")
+        if self.min_requests < 0 or self.bisect_points < 0:
+            raise ValueError("ladder: need min_requests >= 0 and bisect_points >= 0")
+        if self.max_point_s is not None and self.max_point_s < self.point_s:
+            raise ValueError("ladder: need max_point_s >= point_s")
+        if self.time_budget_s is not None and self.time_budget_s < self.point_cost_s(
+            self.point_s
+        ):
+            raise ValueError("ladder: the time budget does not hold one point")
 
     def loads(self) -> list[float]:
         return [self.start * self.growth**k for k in range(self.max_points)]
 
     @property
+    def longest_point_s(self) -> float:
+        return self.point_s if self.max_point_s is None else self.max_point_s
+
+    @property
     def send_s(self) -> float:
-        """Wall time one point sends for (warm-up included)."""
-        return self.warmup_s + self.point_s
+        """Wall time the longest point sends for (warm-up included)."""
+        return self.warmup_s + self.longest_point_s
+
+    def point_cost_s(self, measure_s: float) -> float:
+        """What the budget reserves for a point measuring ``measure_s``: its sending and
+        at most ``request_limit_s`` of draining (its last requests are cut then), and the
+        planning and reading of it."""
+        return self.warmup_s + measure_s + self.request_limit_s + self.point_overhead_s
+
+    @property
+    def most_points(self) -> int:
+        return self.max_points + self.bisect_points
 
     @property
     def budget_s(self) -> float:
-        """Upper bound on the sending time of a whole search (every point run)."""
-        return self.max_points * self.send_s
+        """Upper bound on a whole search's wall time (sending + draining, every point)."""
+        worst = self.most_points * self.point_cost_s(self.longest_point_s)
+        return worst if self.time_budget_s is None else min(worst, self.time_budget_s)
 
 
-# The one default ladder (``pddbench capacity`` and the main job): x4 ... x26 of the base
-# arrival rate (for jan-feb: the busiest hour at x10, ~0.5 req/s per unit of load), 5 points
-# of 70 s sending + at most 45 s draining; ~10 min a system; ~1,900 measured requests per
-# system when the walk goes through.
+# A point decides at the 99 % target when its Wilson interval can clear it: with no miss,
+# 381 measured requests put the lower end at 99 % (95 % confidence); with 3 % missed, 17
+# put the upper end below it. So a point measures until the trace's schedule has offered
+# 400 requests after its warm-up (30 s at least, 120 s at most); the ladder x4, x8, x16,
+# x32 brackets the capacity, then two bisection points (fresh stretches of the trace)
+# narrow it. The main job gives every system the same settings and an equal share of its
+# 30 minutes (``time_budget_s`` set there); ``pddbench capacity`` takes these as they are.
 DEFAULT_LADDER = LadderSettings(
-    start=4.0, growth=1.6, max_points=5, point_s=60.0, warmup_s=10.0, request_limit_s=45.0
+    start=4.0,
+    growth=2.0,
+    max_points=4,
+    point_s=30.0,
+    warmup_s=10.0,
+    request_limit_s=45.0,
+    min_requests=400,
+    max_point_s=120.0,
+    bisect_points=2,
 )
-# ``--quick``: 4 points of 35 s + 30 s; fewer requests, wider intervals (reported either way)
-QUICK_LADDER = LadderSettings(
-    start=4.0, growth=2.0, max_points=4, point_s=30.0, warmup_s=5.0, request_limit_s=30.0
+# ``--quick``: 150 requests a point (an all-met point cannot surely meet 99 %: its interval
+# says so), 20-60 s, one bisection point, shorter warm-up and request limit
+QUICK_LADDER = dataclasses.replace(
+    DEFAULT_LADDER, point_s=20.0, warmup_s=5.0, request_limit_s=30.0, max_point_s=60.0
 )
+QUICK_LADDER = dataclasses.replace(QUICK_LADDER, min_requests=150, bisect_points=1)
+
+# The planned send offsets (wall s after the point's start, sorted) of the requests a point
+# at ``load`` starting at trace time ``start_s`` would send if it sent for ``send_s``: how
+# the search sizes a point from the trace itself (the same for every system).
+Schedule = Callable[[float, float, float], Sequence[float]]
 
 
 @dataclass(frozen=True)
 class PointWindow:
-    """One point: its load and the slice of the trace (session starts) it replays."""
+    """One point: its load, the slice of the trace (session starts) it replays, how long
+    it measures and whether it is a bisection point."""
 
     index: int
     load: float
     trace_start_s: float
     trace_duration_s: float
+    measure_s: float = 60.0  # measured wall time (after the warm-up), whole seconds
+    warmup_s: float = 10.0
+    bisect: bool = False
 
     @property
     def trace_end_s(self) -> float:
         return self.trace_start_s + self.trace_duration_s
 
+    @property
+    def send_s(self) -> float:
+        return self.warmup_s + self.measure_s
+
+
+def _window(
+    settings: LadderSettings,
+    index: int,
+    load: float,
+    cursor: float,
+    base_speedup: float,
+    measure_s: float,
+    bisect: bool = False,
+) -> PointWindow:
+    """At load ``x`` a point sends for ``warmup + measure_s`` wall seconds with arrivals
+    compressed ``base_speedup × x``, so it spans that many times as much of the trace."""
+    span = (settings.warmup_s + measure_s) * base_speedup * load
+    return PointWindow(index, load, cursor, span, measure_s, settings.warmup_s, bisect)
+
 
 def point_windows(
     settings: LadderSettings, origin_s: float, base_speedup: float
 ) -> list[PointWindow]:
-    """The ladder's points as consecutive, disjoint trace windows starting at ``origin_s``.
-
-    At load ``x`` a point sends for ``send_s`` wall seconds with arrivals compressed by
-    ``base_speedup × x``, so it spans ``send_s × base_speedup × x`` seconds of session
-    starts; the next point starts where it ended."""
+    """The ladder's points at ``point_s`` each, as consecutive, disjoint trace windows
+    starting at ``origin_s`` (the next starts where one ended)."""
     if base_speedup <= 0:
         raise ValueError("base speedup must be > 0")
     out: list[PointWindow] = []
     cursor = origin_s
     for k, load in enumerate(settings.loads()):
-        span = settings.send_s * base_speedup * load
-        out.append(PointWindow(k, load, cursor, span))
-        cursor += span
+        out.append(_window(settings, k, load, cursor, base_speedup, settings.point_s))
+        cursor = out[-1].trace_end_s
     return out
+
+
+def powered_measure_s(settings: LadderSettings, offsets: Sequence[float]) -> float:
+    """The power rule: how long a point measures so that the trace's schedule offers
+    ``min_requests`` after the warm-up, within ``[point_s, max_point_s]``. ``offsets``:
+    planned send offsets (wall s, sorted) of the point sent for its longest time."""
+    lo, hi = settings.point_s, settings.longest_point_s
+    if settings.min_requests <= 0 or hi <= lo:
+        return lo
+    after = [t - settings.warmup_s for t in offsets if t >= settings.warmup_s]
+    if len(after) < settings.min_requests:
+        return hi
+    return min(hi, max(lo, math.ceil(after[settings.min_requests - 1]) + 1.0))
 
 
 def _z(confidence: float) -> float:
@@ -200,6 +293,7 @@ class PointMeasure:
     offered_rps: float
     health: PointHealth = field(default_factory=PointHealth)
     censored: int = 0  # cut at the request limit before their SLA bound: excluded
+    wall_s: float | None = None  # sending + draining, as run (None: the budget's reserve)
 
     @property
     def attainment(self) -> float:
@@ -219,6 +313,9 @@ class LadderPoint(BaseModel):
     load_scale: float
     trace_start_s: float
     trace_duration_s: float
+    measure_s: float | None = None  # measured wall time (after the warm-up)
+    bisect: bool = False  # a bisection point (between the highest met and lowest missed)
+    wall_s: float | None = None  # sending + draining
     requests: int
     met: int
     met_by: dict[str, int]
@@ -244,7 +341,12 @@ class LadderVerdict(BaseModel):
     warmup_s: float
     point_s: float
     max_lag_p99_s: float
-    loads: list[float]
+    loads: list[float]  # the ladder's (bisection points carry their own load)
+    min_requests: int = 0  # the power rule: see LadderSettings
+    max_point_s: float | None = None
+    bisect_points: int = 0
+    time_budget_s: float | None = None
+    spent_s: float = 0.0  # wall time the points took (sending + draining)
     points: list[LadderPoint]
     basis: Basis
     reason: str
@@ -274,39 +376,121 @@ class LadderVerdict(BaseModel):
         )
 
 
+_RECORDED = ("min_requests", "max_point_s", "bisect_points", "time_budget_s")  # in verdicts
+
+
 class LadderSearch:
-    """Walks the ladder for one system: ``next_window()`` → run it → ``record()``."""
+    """Walks the ladder for one system: ``next_window()`` → run it → ``record()``.
+
+    Climbs ``start × growth^k`` until a valid point misses the target, then bisects
+    (geometric midpoint) between the highest load that met and the lowest that missed,
+    ``bisect_points`` times. Every point, bisection ones too, replays the next stretch of
+    the trace. With a ``schedule`` each point is powered (:func:`powered_measure_s`);
+    without, it measures ``point_s``. No point starts that the time budget cannot hold."""
 
     def __init__(
-        self, settings: LadderSettings, *, target_pct: float, origin_s: float, base_speedup: float
+        self,
+        settings: LadderSettings,
+        *,
+        target_pct: float,
+        origin_s: float,
+        base_speedup: float,
+        schedule: Schedule | None = None,
     ) -> None:
         if not 0 < target_pct <= 100:
             raise ValueError("target_pct must be in (0, 100]")
+        if base_speedup <= 0:
+            raise ValueError("base speedup must be > 0")
         self.settings = settings
         self.target = target_pct / 100.0
-        self.windows = point_windows(settings, origin_s, base_speedup)
+        self.base_speedup = base_speedup
+        self.schedule = schedule
         self.measures: list[PointMeasure] = []
+        self.spent_s = 0.0
+        self._cursor = origin_s
+        self._met: float | None = None  # highest load that met (below every miss)
+        self._missed: float | None = None  # lowest load that missed
+        self._pending: PointWindow | None = None
         self._stop: tuple[Basis, str] | None = None
 
     # -- walking -------------------------------------------------------------------------
-    def next_window(self) -> PointWindow | None:
-        if self._stop is not None or len(self.measures) >= len(self.windows):
+    def _next_load(self) -> tuple[float, bool] | None:
+        s = self.settings
+        if self._missed is None:
+            k = len(self.measures)
+            if k >= s.max_points:
+                self._stop = ("load-bounded", "met the target at every ladder point")
+                return None
+            return s.start * s.growth**k, False
+        done = sum(1 for m in self.measures if m.window.bisect)
+        if done >= s.bisect_points or self._met is None:
+            self._stop = ("capacity", self._capacity_reason())
             return None
-        return self.windows[len(self.measures)]
+        return math.sqrt(self._met * self._missed), True
+
+    def _capacity_reason(self, extra: str = "") -> str:
+        n = sum(1 for m in self.measures if m.window.bisect)
+        return (
+            f"met the target at x{self._met:g}, missed at x{self._missed:g}"
+            + (f" ({n} bisection point{'s' * (n != 1)})" if self.settings.bisect_points else "")
+            + extra
+        )
+
+    def next_window(self) -> PointWindow | None:
+        if self._stop is not None:
+            return None
+        if self._pending is not None:
+            return self._pending
+        nxt = self._next_load()
+        if nxt is None:
+            return None
+        load, bisect = nxt
+        s = self.settings
+        measure = s.point_s
+        if self.schedule is not None and s.min_requests > 0:
+            offsets = self.schedule(self._cursor, load, s.send_s)
+            measure = powered_measure_s(s, offsets)
+        if s.time_budget_s is not None:
+            left = s.time_budget_s - self.spent_s
+            measure = min(measure, math.floor(left - s.point_cost_s(0.0)))
+            if measure < s.point_s:
+                self._stop_on_budget(load)
+                return None
+        self._pending = _window(
+            s, len(self.measures), load, self._cursor, self.base_speedup, measure, bisect
+        )
+        return self._pending
+
+    def _stop_on_budget(self, load: float) -> None:
+        why = f"; the time budget ({self.settings.time_budget_s:g} s) held no point at x{load:g}"
+        if self._missed is not None:
+            self._stop = ("capacity", self._capacity_reason(why))
+        else:
+            self._stop = (
+                "load-bounded",
+                f"no point missed before the time budget ({self.settings.time_budget_s:g} s) "
+                f"ran out at x{load:g}",
+            )
 
     def record(self, m: PointMeasure) -> None:
+        s = self.settings
         self.measures.append(m)
-        excluded = m.health.exclusion(self.settings)
-        valid = [p for p in self.measures if p.health.exclusion(self.settings) is None]
-        if excluded is not None:
-            self._stop = ("load-bounded", f"point x{m.window.load:g} excluded: {excluded}")
-            return
-        if m.requests == 0:
-            self._stop = ("load-bounded", f"point x{m.window.load:g} measured no request")
+        self._pending = None
+        self._cursor = max(self._cursor, m.window.trace_end_s)
+        self.spent_s += m.wall_s if m.wall_s is not None else s.point_cost_s(m.window.measure_s)
+        excluded = m.health.exclusion(s)
+        load = m.window.load
+        if excluded is not None or m.requests == 0:
+            why = excluded or "measured no request"
+            if self._missed is not None:  # bisecting: the capacity stands, narrowing stops
+                self._stop = ("capacity", self._capacity_reason(f"; x{load:g} excluded: {why}"))
+            else:
+                self._stop = ("load-bounded", f"point x{load:g} excluded: {why}")
             return
         if m.attainment >= self.target:
+            self._met = load if self._met is None else max(self._met, load)
             return
-        if len(valid) == 1:  # the lowest load already misses
+        if self._met is None and self._missed is None:  # the lowest load already misses
             short = [
                 f"{c.upper()} {m.met_by.get(c, 0) / m.requests:.1%}"
                 for c in CRITERIA
@@ -315,41 +499,70 @@ class LadderSearch:
             which = ", ".join(short) or f"all criteria together {m.attainment:.1%}"
             self._stop = (
                 "refused",
-                f"the SLA is missed at the lowest load x{m.window.load:g} ({which} < "
+                f"the SLA is missed at the lowest load x{load:g} ({which} < "
                 f"{self.target:.0%} target): not attainable for this system; loosen that "
                 "criterion or make it scale with the work asked",
             )
             return
-        self._stop = ("capacity", f"missed the target at x{m.window.load:g}")
+        self._missed = load if self._missed is None else min(self._missed, load)
 
     @property
     def done(self) -> bool:
         return self.next_window() is None
 
     # -- progress --------------------------------------------------------------------------
-    def progress(self, elapsed_s: float) -> str:
-        """``"point 3/6 (x2.25): 2 done in 2m10s, ETA <= 4m20s"`` (ETA: the rest at the
-        mean time per point so far, or the settings' send time before any point)."""
+    def points_left(self) -> int:
+        """At most how many more points the search runs (the pending one included)."""
+        if self._stop is not None:
+            return 0
+        s = self.settings
+        bisected = sum(1 for m in self.measures if m.window.bisect)
+        if self._missed is None:
+            return s.max_points - len(self.measures) + s.bisect_points
+        return s.bisect_points - bisected
+
+    def eta_s(self, elapsed_s: float) -> float:
+        """Upper bound on the time left: the points left at the mean wall time per point so
+        far (the budget's reserve per point before any), never beyond the budget left."""
+        s = self.settings
         done = len(self.measures)
-        total = len(self.windows)
-        per = elapsed_s / done if done else self.settings.send_s
-        eta = (total - done) * per
+        per = elapsed_s / done if done else s.point_cost_s(s.longest_point_s)
+        eta = self.points_left() * per
+        if s.time_budget_s is not None:
+            eta = min(eta, max(0.0, s.time_budget_s - self.spent_s))
+        return eta
+
+    def progress(self, elapsed_s: float) -> str:
+        """``"point 3/<=6 (x16): 2 done in 4m10s, ETA <= 5m20s"``."""
+        done = len(self.measures)
+        total = done + self.points_left()
         nxt = self.next_window()
-        now = f"point {done + 1}/{total} (x{nxt.load:g})" if nxt else f"{done}/{total} done"
-        return f"{now}: {done} done in {_mmss(elapsed_s)}, ETA <= {_mmss(eta)}"
+        if nxt is None:
+            now = f"{done}/{done} done"
+        else:
+            kind = ", bisecting" if nxt.bisect else ""
+            now = f"point {done + 1}/<={total} (x{nxt.load:.3g}{kind}, {nxt.send_s:g} s)"
+        return f"{now}: {done} done in {_mmss(elapsed_s)}, ETA <= {_mmss(self.eta_s(elapsed_s))}"
 
     # -- result ----------------------------------------------------------------------------
     def verdict(self, system: str) -> LadderVerdict:
         s = self.settings
         points = [self._point(m) for m in self.measures]
-        basis, reason = self._stop or ("load-bounded", "met the target at every ladder point")
+        self.next_window()  # settles the stop reason when the walk ran out
+        basis, reason = self._stop or ("load-bounded", "the walk was cut short")
         valid = [m for m in self.measures if m.health.exclusion(s) is None and m.requests]
-        meeting = [m for m in valid if m.attainment >= self.target]
-        cap = meeting[-1] if meeting and basis != "refused" else None
-        surely_met = [m for m in valid if wilson(m.met, m.requests, s.confidence)[0] >= self.target]
-        surely_missed = [
-            m for m in valid if wilson(m.met, m.requests, s.confidence)[1] < self.target
-        ]
+        missed = [m.window.load for m in valid if m.attainment < self.target]
+        ceiling = min(missed) if missed else math.inf
+        meeting = [m for m in valid if m.attainment >= self.target and m.window.load < ceiling]
+        cap = max(meeting, key=lambda m: m.window.load) if meeting and basis != "refused" else None
+
+        def bounds(m: PointMeasure) -> tuple[float, float]:
+            return wilson(m.met, m.requests, s.confidence)
+
+        surely_met = [m for m in meeting if bounds(m)[0] >= self.target]
+        surely_missed = [m for m in valid if bounds(m)[1] < self.target]
+        low = max(surely_met, key=lambda m: m.window.load) if surely_met else None
+        high = min(surely_missed, key=lambda m: m.window.load) if surely_missed else None
         return LadderVerdict(
             system=system,
             target_pct=self.target * 100,
@@ -357,14 +570,16 @@ class LadderSearch:
             warmup_s=s.warmup_s,
             point_s=s.point_s,
             max_lag_p99_s=s.max_lag_p99_s,
-            loads=[w.load for w in self.windows],
+            loads=s.loads(),
+            **{k: getattr(s, k) for k in _RECORDED},
+            spent_s=self.spent_s,
             points=points,
             basis=basis,
             reason=reason,
             capacity_load_scale=cap.window.load if cap else None,
             capacity_goodput=max(m.goodput_rps for m in meeting) if cap else None,
-            capacity_low=(surely_met[-1].goodput_rps if surely_met else 0.0) if cap else None,
-            capacity_high=surely_missed[0].offered_rps if cap and surely_missed else None,
+            capacity_low=(low.goodput_rps if low else 0.0) if cap else None,
+            capacity_high=high.offered_rps if cap and high else None,
             measured_requests=sum(m.requests for m in valid),
         )
 
@@ -375,6 +590,9 @@ class LadderSearch:
             load_scale=m.window.load,
             trace_start_s=m.window.trace_start_s,
             trace_duration_s=m.window.trace_duration_s,
+            measure_s=m.window.measure_s,
+            bisect=m.window.bisect,
+            wall_s=m.wall_s,
             requests=m.requests,
             met=m.met,
             met_by=m.met_by,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.analysis.breakdowns import Breakdown
 from pddbench.harness.analysis.units import fmt
+from pddbench.harness.plan.ladder import LadderPoint
 from pddbench.harness.report.model import Report
 
 
@@ -146,9 +147,10 @@ def capacity_table(report: Report) -> Table:
                 TCell(
                     "one replay at the offered load"
                     if lad is None
-                    else f"ladder x{', x'.join(f'{x:g}' for x in lad.loads)}; "
-                    f"{lad.warmup_s:g} s warm-up + {lad.point_s:g} s a point; "
-                    f"{lad.measured_requests} measured requests"
+                    else f"ladder x{', x'.join(f'{x:g}' for x in lad.loads)}"
+                    f"{_bisected(lad.points)}; {lad.warmup_s:g} s warm-up + "
+                    f"{_point_time(lad.point_s, lad.max_point_s, lad.min_requests)} a point; "
+                    f"{len(lad.points)} points, {lad.measured_requests} measured requests"
                 ),
                 TCell(v.reason),
             )
@@ -165,6 +167,17 @@ def capacity_table(report: Report) -> Table:
         numeric_from=2,
         numeric_to=4,
     )
+
+
+def _bisected(points: list[LadderPoint]) -> str:
+    loads = [f"x{p.load_scale:.3g}" for p in points if p.bisect]
+    return f" + bisection {', '.join(loads)}" if loads else ""
+
+
+def _point_time(point_s: float, max_point_s: float | None, min_requests: int) -> str:
+    if max_point_s is None or max_point_s <= point_s or min_requests <= 0:
+        return f"{point_s:g} s"
+    return f"{point_s:g}-{max_point_s:g} s (until the trace offers {min_requests} requests)"
 
 
 def price_table(report: Report) -> Table:
