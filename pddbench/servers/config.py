@@ -28,6 +28,7 @@ from pddbench.servers.compute import Machine, kv_capacity_tokens
 from pddbench.servers.engine import SchedulerConfig
 from pddbench.servers.handoff import HandoffPolicy, HandoffSchedule, HandoffTransfer
 from pddbench.servers.routing import PipelinePolicy, RoutingPolicy, SelectionPolicy
+from pddbench.servers.speculative import OFF, Speculation
 
 
 class Role(StrEnum):
@@ -68,7 +69,7 @@ class SchedulerSettings(_Strict):
     hbm_reserve_fraction: float = Field(0.1, ge=0, lt=1)
     max_catchup_s: float = Field(0.002, ge=0)
 
-    def engine_config(self) -> SchedulerConfig:
+    def engine_config(self, speculation: Speculation = OFF) -> SchedulerConfig:
         return SchedulerConfig(
             chunk_tokens=self.chunk_tokens,
             prefill_packing=self.prefill_packing,
@@ -76,6 +77,7 @@ class SchedulerSettings(_Strict):
             max_batch=self.max_batch,
             step_overhead_s=self.step_overhead_s,
             hbm_reserve_fraction=self.hbm_reserve_fraction,
+            speculation=speculation,
         )
 
 
@@ -108,6 +110,20 @@ class RoutingSettings(_Strict):
             balance_abs=self.balance_abs,
             balance_rel=self.balance_rel,
         )
+
+
+class SpeculativeSettings(_Strict):
+    """Speculative decoding (MTP / EAGLE-style) on every instance that decodes (D, RLD, MD,
+    colocated; P only computes the first token): ``draft_tokens`` verified per sequence per
+    step (1 = off), each draft accepted with ``acceptance`` (consecutively; see
+    :mod:`pddbench.servers.speculative`). A deployment-wide setting so that every system of
+    a comparison decodes alike."""
+
+    draft_tokens: int = Field(1, ge=1, le=16)
+    acceptance: float = Field(0.0, ge=0, le=1)
+
+    def speculation(self) -> Speculation:
+        return Speculation(self.draft_tokens, self.acceptance)
 
 
 class HandoffSettings(_Strict):
@@ -174,6 +190,7 @@ class DeploymentConfig(_Strict):
     scheduler: SchedulerSettings = SchedulerSettings()
     routing: RoutingSettings = RoutingSettings()
     handoff: HandoffSettings = HandoffSettings()
+    speculative: SpeculativeSettings = SpeculativeSettings()
     instances: list[InstanceConfig]
 
     _model = field_validator("model")(lambda v: _known("model", v, profiles.model_profiles()))
@@ -216,6 +233,16 @@ class DeploymentConfig(_Strict):
     # -- derived ---------------------------------------------------------------------------
     def scheduler_for(self, inst: InstanceConfig) -> SchedulerSettings:
         return inst.scheduler or self.scheduler
+
+    def speculation_for(self, inst: InstanceConfig) -> Speculation:
+        """Speculative decoding of an instance: the deployment's on every decoding role, off
+        on prefill (it computes only the first token, from the prompt's last position)."""
+        if inst.role in (Role.PREFILL, Role.ROUTER):
+            return OFF
+        return self.speculative.speculation()
+
+    def engine_config(self, inst: InstanceConfig) -> SchedulerConfig:
+        return self.scheduler_for(inst).engine_config(self.speculation_for(inst))
 
     def machine(self, inst: InstanceConfig) -> Machine:
         return Machine(

@@ -7,7 +7,9 @@ Owns what a serving engine decides, without sockets or clocks (callers pass ``no
   :class:`~pddbench.servers.radix.KvPool`, evicting LRU unpinned blocks if needed; a request
   that can never fit is refused at once;
 * **batching** — each step is one forward pass: the decode batch (up to ``max_batch``
-  sequences, one token each), pending extend segments, and prefill chunks
+  sequences, one token each; with speculative decoding each verifies ``draft_tokens``,
+  priced as an extend of that many, and emits 1 + its accepted drafts, see
+  :mod:`pddbench.servers.speculative`), pending extend segments, and prefill chunks
   (``chunk_tokens`` budget, packed across sequences as SGLang does by default, so a short
   last chunk shares its step with the next prompt; ``prefill_packing = false`` gives each
   sequence its own steps). Pending extends (Extend-Decode handoffs) run as a forward pass of
@@ -19,8 +21,10 @@ Owns what a serving engine decides, without sockets or clocks (callers pass ``no
 
 Position bookkeeping (shared with the handoff logic): ``processed`` is the index of the last
 output token this instance produced; a decode step consumes it and produces
-``processed + 1``; an extend segment of ``k`` tokens consumes ``k`` known tokens and produces
-the next one. Token ids come from :class:`~pddbench.servers.tokens.TokenStream`.
+``processed + 1`` (and, speculating, up to ``draft_tokens - 1`` more, each emitted as its
+own :class:`TokenOut` at the step's end); an extend segment of ``k`` tokens consumes ``k``
+known tokens and produces the next one. Token ids come from
+:class:`~pddbench.servers.tokens.TokenStream`.
 
 Must not do I/O, read clocks, or know about other instances.
 """
@@ -33,6 +37,7 @@ from enum import StrEnum
 
 from pddbench.servers.compute import Machine, StepShape, step_cost
 from pddbench.servers.radix import KvPool, Node
+from pddbench.servers.speculative import OFF, Speculation, step_tokens
 from pddbench.servers.tokens import TokenStream
 
 
@@ -54,6 +59,7 @@ class SchedulerConfig:
     max_batch: int = 256
     step_overhead_s: float = 0.0005
     hbm_reserve_fraction: float = 0.1
+    speculation: Speculation = OFF  # draft + verify per decode step (off: 1 token)
 
 
 @dataclass(eq=False)
@@ -71,6 +77,7 @@ class Seq:
     decode_after_kv: bool = True  # after the prompt KV is here: decode (else HOLD)
     reserve_output: int = 0  # output tokens of KV to reserve at admission
     use_cache: bool = True
+    seed: int = 0  # the run seed: with the rid, seeds the speculative-decoding draws
     # state
     phase: Phase = Phase.QUEUED
     cached: int = 0
@@ -323,6 +330,7 @@ class Engine:
         extending = not self.cfg.mixed_extend and any(
             s.phase is Phase.EXTEND for s in self._running.values()
         )
+        draft = self.cfg.speculation.draft_tokens
         for seq in self._running.values():
             if seq.phase is Phase.EXTEND:
                 k = seq.pending_extend
@@ -333,8 +341,11 @@ class Engine:
             elif batch < self.cfg.max_batch:
                 step.decode.append(seq)
                 batch += 1
-                ctx_sum += seq.computed + seq.processed + 1
-        budget = self.cfg.chunk_tokens - batch
+                if draft > 1:  # verify `draft` tokens: an extend on top of the context
+                    shape_extend.append((draft, seq.computed + seq.processed))
+                else:
+                    ctx_sum += seq.computed + seq.processed + 1
+        budget = self.cfg.chunk_tokens - batch * draft
         for seq in self._prefill:
             if budget <= 0:
                 break
@@ -348,7 +359,8 @@ class Engine:
                 break
         if not (step.prefill or step.extend or step.decode):
             return None
-        shape = StepShape(tuple(shape_prefill), tuple(shape_extend), batch, ctx_sum)
+        plain = batch if draft == 1 else 0
+        shape = StepShape(tuple(shape_prefill), tuple(shape_extend), plain, ctx_sum)
         cost = step_cost(self.machine, shape)
         step.duration = cost.seconds
         step.bound = cost.bound
@@ -391,12 +403,21 @@ class Engine:
             else:
                 seq.phase = Phase.HOLD
                 self._running.pop(seq.rid, None)
+        spec = self.cfg.speculation
         for seq in step.decode:
             if seq.phase is not Phase.DECODE:
                 continue
-            seq.processed += 1
-            self.stats.decode_tokens += 1
-            out.append(self._emit(seq, now))
+            # accepted drafts, never past the request's last output position
+            n = min(
+                step_tokens(spec, seq.seed, seq.rid, seq.processed + 1),
+                seq.max_tokens - 1 - seq.processed,
+            )
+            for _ in range(n):
+                seq.processed += 1
+                self.stats.decode_tokens += 1
+                out.append(self._emit(seq, now))
+                if seq.phase is Phase.DONE:  # EOS among the accepted tokens
+                    break
         return out
 
     # -- internals ----------------------------------------------------------------------

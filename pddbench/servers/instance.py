@@ -115,7 +115,7 @@ class WorkerInstance(HandoffEndpoints):
         self.machine = dep.machine(cfg)
         sched = dep.scheduler_for(cfg)
         self.pool = KvPool(dep.capacity_tokens(cfg), dep.block_size)
-        self.engine = Engine(self.machine, self.pool, sched.engine_config())
+        self.engine = Engine(self.machine, self.pool, dep.engine_config(cfg))
         self.kvb = self.machine.model.kv_bytes_per_token
         self.m = InstanceMetrics(self, proc.loop_lag)
         self.driver = StepDriver(
@@ -278,6 +278,7 @@ class WorkerInstance(HandoffEndpoints):
             decode_after_kv=decode_after_kv,
             reserve_output=spec.max_tokens,
             use_cache=self.cfg.prefix_cache,
+            seed=spec.seed,
         )
 
     # -- colocated ------------------------------------------------------------------------
@@ -427,6 +428,10 @@ class WorkerInstance(HandoffEndpoints):
         self._dispatch(events)
 
     def _dispatch(self, events: list[Event]) -> None:
+        # A relay decides its handoff once per step boundary, after all of the step's tokens
+        # (speculative decoding emits several per request): deciding at the first of them
+        # would count tokens whose last one may end the request.
+        relays: dict[str, Job] = {}
         for ev in events:
             job = self.jobs.get(ev.rid)
             if job is None:
@@ -443,7 +448,7 @@ class WorkerInstance(HandoffEndpoints):
                             job.tasks.append(asyncio.create_task(self._send_handoff(job, batch)))
                     self._finish(job, ev.finish, emitted=ev.position + 1)
                 elif job.relay is not None:
-                    self._relay_try(job)
+                    relays[job.rid] = job
             elif isinstance(ev, Admitted):
                 job.event("admitted", t=ev.t, cached=ev.cached)
                 if job.senders:
@@ -466,6 +471,8 @@ class WorkerInstance(HandoffEndpoints):
                 self._main_applied(job, ev.processed)
             elif isinstance(ev, Refused):
                 self._fail(job, "refused", ev.message)
+        for job in relays.values():
+            self._relay_try(job)
 
     # -- endings --------------------------------------------------------------------------
     def _finish(self, job: Job, reason: str, *, emitted: int | None = None) -> None:

@@ -167,6 +167,25 @@ def test_builtin_costs_follow_the_published_equal_cost_comparison() -> None:
     assert costed == chips
 
 
+def test_builtins_decode_speculatively_alike_and_typos_are_refused() -> None:
+    """Every reference-server built-in speculates the same way (a deployment setting, never a
+    system's advantage); a misspelt key in [deployment.speculative] is one line."""
+    settings = set()
+    for name in builtin_scenarios():
+        scen = load_scenario(name)
+        if scen.deployment is not None:
+            sp = scen.deployment_config.speculative
+            settings.add((sp.draft_tokens, sp.acceptance))
+    assert settings == {(2, 0.85)}
+    text = (ROOT / "pddbench" / "scenarios" / "pdd.toml").read_text()
+    bad = text.replace("acceptance = 0.85", "acceptence = 0.85")
+    with pytest.raises(UserError) as err:
+        parse_scenario(bad, "s.toml")
+    assert "deployment.speculative.acceptence: unknown key" in str(err.value)
+    with pytest.raises(UserError, match="draft_tokens"):
+        parse_scenario(text.replace("draft_tokens = 2", "draft_tokens = 0"), "s.toml")
+
+
 def test_cost_counts_that_disagree_with_the_instances_exit_2(tmp_path) -> None:
     text = (ROOT / "pddbench/scenarios/pdd.toml").read_text()
     stale = tmp_path / "stale.toml"
