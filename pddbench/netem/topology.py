@@ -60,6 +60,7 @@ from pddbench.netem.schedule import (
     ScheduleRunner,
 )
 from pddbench.netem.shaping import shaping_requests
+from pddbench.netem.slowstart import COMPENSATION_ENV, Compensation, wan_paths
 from pddbench.netem.state import ProcessRecord, RunState, process_start_ticks
 from pddbench.netem.tcp import (
     CONGESTION_ENV,
@@ -192,7 +193,9 @@ class Topology:
         self.notes: list[str] = []
         self.caps: Capabilities | None = None
         self.tcp = TcpSettings(
-            buffer_bytes=buffer_bytes(self.plan), congestion=config.tcp_congestion
+            buffer_bytes=buffer_bytes(self.plan),
+            congestion=config.tcp_congestion,
+            cold_start_compensation=config.cold_start_compensation and self.plan.scale > 1,
         )
         self._procs: list[subprocess.Popen[Any]] = []
         self._lock = threading.Lock()
@@ -409,11 +412,15 @@ class Topology:
         """Start ``argv`` inside ``instance``'s namespace (env added to ours); dies with us.
 
         The child's environment names the scenario's congestion control
-        (``tcp.CONGESTION_ENV``) for the sockets it opens."""
+        (``tcp.CONGESTION_ENV``) for the sockets it opens and, when cold-start compensation
+        is in force, its WAN peers' real paths (``slowstart.COMPENSATION_ENV``)."""
         if not self._is_up:
             raise UserError("the topology is down")
         host = self.plan.host(instance)
         full_env = {**os.environ, CONGESTION_ENV: self.config.tcp_congestion, **(env or {})}
+        comp = self.compensation(instance)
+        if comp is not None:
+            full_env[COMPENSATION_ENV] = comp.to_env()
         log: IO[Any] | None = None
         if log_path is not None:
             log = open(log_path, "ab")  # noqa: SIM115 - handed to the child
@@ -425,6 +432,18 @@ class Topology:
         self._procs.append(proc)
         self._record_process(proc.pid, host.netns, f"spawn {instance}")
         return proc
+
+    def compensation(self, instance: str) -> Compensation | None:
+        """Slow-start compensation for a sender in ``instance`` (None when not in force):
+        the real path to every host at another site, by address."""
+        if not self.tcp.cold_start_compensation:
+            return None
+        site = self.plan.host(instance).site
+        by_site = wan_paths(self.config, site)
+        paths = {h.address: by_site[h.site] for h in self.plan.hosts if h.site in by_site}
+        return Compensation(
+            self.plan.scale, self.config.tcp_slow_start_after_idle, paths, last_used={}
+        )
 
     def apply_change(
         self,

@@ -249,6 +249,9 @@ class NetworkConfig(_Model):
     # TCP of the emulated hosts (see pddbench.netem.tcp for why these defaults):
     tcp_congestion: str = Field(default="cubic", pattern=r"^[a-z0-9_]{1,15}$")
     tcp_slow_start_after_idle: bool = False
+    # scaled runs: cold KV connections wait the slow-start time scaling removes
+    # (pddbench.netem.slowstart; see pddbench.netem.tcp for the default)
+    cold_start_compensation: bool = True
     schedule: WanSchedule = WanSchedule()
     # Userspace delay stage only: release packets this early to offset its own latency
     # (wake-up on a queued packet + verdict + reinjection; ~150-300 µs per pass on a 2-vCPU

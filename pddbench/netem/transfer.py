@@ -3,7 +3,9 @@
 Used by ``bench/bench_netem.py`` and the schedule test to time what a KV transfer engine
 does: a *warm* connection is opened once and pushed :data:`WARM_BDPS` bandwidth-delay
 products (so the window is open, as on a transfer engine's long-lived peer connection),
-then left idle before the timed transfer; a *cold* one is connected inside the timing.
+then left idle before the timed transfer; a *cold* one is connected inside the timing and,
+with slow-start compensation, waits the modelled missing time (``slowstart.missing_s``)
+before its first byte, as the reference servers' KV senders do.
 Both ends live in this process (threads bound to the two namespaces), so one clock times
 from the first byte sent to the last byte received. Sockets use the network's congestion
 control. Must not shape anything.
@@ -31,6 +33,7 @@ class TransferTime:
     seconds: float  # first byte sent -> last byte received
     connect_s: float  # 0 on a warm connection
     nbytes: int
+    compensated_s: float = 0.0  # slow-start compensation waited (cold only)
 
 
 class Pair:
@@ -63,8 +66,9 @@ class Pair:
         self.connect_s = time.perf_counter() - t0
         self._conn, _ = self._lsock.accept()
 
-    def send(self, nbytes: int) -> TransferTime:
-        """Send one ``nbytes`` message (connecting first, inside the timing, if not yet)."""
+    def send(self, nbytes: int, cold_wait_s: float = 0.0) -> TransferTime:
+        """Send one ``nbytes`` message (connecting first, inside the timing, if not yet;
+        then, on that cold connection, waiting ``cold_wait_s`` before the first byte)."""
         done: dict[str, float] = {}
         cold = self._sock is None
 
@@ -85,8 +89,12 @@ class Pair:
         thread = threading.Thread(target=receive, daemon=True)
         thread.start()
         start = time.perf_counter()
+        waited = 0.0
         if cold:
             self.connect()
+            if cold_wait_s > 0:
+                waited = cold_wait_s
+                time.sleep(cold_wait_s)  # the compensation itself, inside the timing
         assert self._sock is not None
         self._sock.sendall(_HDR.pack(nbytes))
         left = nbytes
@@ -95,7 +103,7 @@ class Pair:
             self._sock.sendall(_CHUNK[:n])
             left -= n
         thread.join(timeout=120)
-        return TransferTime(done["t"] - start, self.connect_s if cold else 0.0, nbytes)
+        return TransferTime(done["t"] - start, self.connect_s if cold else 0.0, nbytes, waited)
 
     def warm(self, bdp_bytes: int, idle_s: float = 1.0) -> None:
         """Open the window as a long-lived peer connection has it, then go idle."""

@@ -8,6 +8,10 @@ content is zeros; whatever link lies between the two addresses decides how long 
 Start (the POST), first byte on the wire, end (the receiver's answer) and sizes are
 measured, never computed.
 
+Slow-start compensation (``[network] cold_start_compensation``, scaled runs): a sender
+whose connection to the peer is cold waits the slow-start time byte scaling removed
+(:func:`compensation`, :mod:`pddbench.netem.slowstart`) before its first byte.
+
 A receiver that gets fewer bytes than announced (connection cut, sender died) reports a
 broken transfer; a sender whose POST fails reports it too. Must not decide routing.
 """
@@ -15,6 +19,7 @@ broken transfer; a sender whose POST fails reports it too. Must not decide routi
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
+from pddbench.netem.slowstart import COMPENSATION_ENV, Compensation
 from pddbench.servers import protocol as proto
 
 _ZEROS = memoryview(bytes(1 << 20))
@@ -46,6 +52,20 @@ class KvResult:
 
 def scaled(modelled: float, byte_scale: float) -> int:
     return round(modelled * byte_scale)
+
+
+_COMPENSATION: list[Compensation | None] = []
+
+
+def compensation() -> Compensation | None:
+    """This process's slow-start compensation (from the environment; None: off)."""
+    if not _COMPENSATION:
+        _COMPENSATION.append(Compensation.from_env(os.environ.get(COMPENSATION_ENV)))
+    return _COMPENSATION[0]
+
+
+def peer_host(address: str) -> str:
+    return address.rsplit(":", 1)[0]
 
 
 class KvSender:
@@ -76,6 +96,7 @@ class KvSender:
         self._avail = self.skip
         self._more = asyncio.Event()
         self.first_byte: float | None = None
+        self.compensated_s = 0.0  # slow-start compensation waited (cold connection)
 
     def available(self, computed_tokens: int) -> None:
         """The prefill has the KV of the first ``computed_tokens`` prompt tokens."""
@@ -99,9 +120,20 @@ class KvSender:
             while sent < upto:
                 n = min(_PIECE, upto - sent)
                 if self.first_byte is None:
+                    await self._compensate()
                     self.first_byte = time.monotonic()
                 yield _ZEROS[:n]
                 sent += n
+
+    async def _compensate(self) -> None:
+        comp = compensation()
+        if comp is None:
+            return
+        peer = peer_host(self.target.address)
+        self.compensated_s = comp.wait_s(peer, self.modelled_total, time.monotonic())
+        # not marked used until it ends: a concurrent sender opens its own (cold) connection
+        if self.compensated_s > 0:
+            await asyncio.sleep(self.compensated_s)
 
     async def run(self) -> KvResult:
         t = self.target
@@ -132,6 +164,9 @@ class KvSender:
                 f"KV transfer to {t.instance} ({t.address}) failed: {type(exc).__name__}: {exc}"
             ) from None
         end = time.monotonic()
+        comp = compensation()
+        if comp is not None:
+            comp.used(peer_host(t.address), end)
         return KvResult(
             to=t.instance,
             path=t.path,

@@ -24,6 +24,8 @@ import aiohttp
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from pddbench.servers import kvlink
+
 _ZEROS = memoryview(bytes(1 << 20))
 
 
@@ -64,6 +66,10 @@ def add_routes(router: web.UrlDispatcher, kv_session: Callable[[], aiohttp.Clien
 
         # concurrent, so the pool opens `connections` sockets per peer (then keeps them)
         await asyncio.gather(*(one(p) for p in req.peers for _ in range(req.connections)))
+        comp = kvlink.compensation()
+        if comp is not None:  # the windows are open now: no slow-start compensation
+            for peer in req.peers:
+                comp.used(kvlink.peer_host(peer), time.monotonic())
         return web.json_response(
             {
                 "peers": req.peers,
