@@ -111,23 +111,27 @@ def build_rows(out: Path) -> tuple[list[Row], dict[str, Measurement]]:
 
 
 def _figure(exp: Experiment, m: Measurement) -> FigureOut | None:
+    """The row's figure: one panel per x axis (a sweep's dimensions each get their own)."""
     if not m.series:
         return None
+    axes_names = list(dict.fromkeys(s.x_name for s in m.series))
     with styled():
-        fig = new_figure(height_in=3.8, width_in=9.0)
-        ax = fig.add_subplot()
-        for s in m.series:
-            ax.plot(
-                s.x,
-                s.y,
-                label=s.label,
-                drawstyle="steps-post" if "CDF" in exp.figure else "default",
-                marker="" if len(s.x) > 30 else "o",
-            )
-        ax.set_xlabel(m.series[0].x_name)
-        ax.set_ylabel(m.series[0].y_name)
-        ax.set_title(f"{exp.id}: {exp.title}")
-        ax.legend(fontsize=8)
+        fig = new_figure(height_in=3.8, width_in=max(9.0, 4.5 * len(axes_names)))
+        for i, x_name in enumerate(axes_names):
+            ax = fig.add_subplot(1, len(axes_names), i + 1)
+            lines = [s for s in m.series if s.x_name == x_name]
+            for s in lines:
+                ax.plot(
+                    s.x,
+                    s.y,
+                    label=s.label,
+                    drawstyle="steps-post" if "CDF" in exp.figure else "default",
+                    marker="" if len(s.x) > 30 else "o",
+                )
+            ax.set_xlabel(x_name)
+            ax.set_ylabel(lines[0].y_name)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{exp.id}: {exp.title}")
         return finish(
             fig,
             f"{exp.id.lower()}",

@@ -77,9 +77,14 @@ def child(args: list[str], root: Path, ok: tuple[int, ...] = (0, 1)) -> None:
     with log.open("a", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=REPLAY_TIMEOUT_S, check=False
-        )
+        try:
+            proc = subprocess.run(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=REPLAY_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                f"`pddbench {' '.join(args[:2])}` ran past {REPLAY_TIMEOUT_S} s; see {log}"
+            ) from None
     if proc.returncode not in ok:  # 1: some requests failed, recorded in the run
         raise UserError(
             f"`pddbench {' '.join(args[:2])}` failed (exit {proc.returncode}); see {log}"
@@ -92,8 +97,11 @@ def _run_folders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if RunPaths(p).manifest.exists())
 
 
-def replay(scenario: str, ctx: RunContext) -> ReplayRun:
-    """The run of ``scenario`` under this out root, replaying it first when absent."""
+def replay(scenario: str, ctx: RunContext, source: str | None = None) -> ReplayRun:
+    """The run of ``scenario`` under this out root, replaying it first when absent.
+
+    ``source``: the scenario file to deploy when it is not the built-in ``scenario``
+    itself (a sweep point); the run folder and label stay ``scenario``."""
     root = ctx.out.parent
     folder = root / "runs" / scenario
     runs = _run_folders(folder)
@@ -106,7 +114,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
             "--trace",
             str(trace),
             "--scenario",
-            scenario,
+            source or scenario,
             "--out",
             str(folder),
             "--label",
