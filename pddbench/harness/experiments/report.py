@@ -146,7 +146,7 @@ _CLS = {Verdict.REPRODUCED.value: "better", Verdict.NOT_REPRODUCED.value: "worse
 def _summary_table(rows: list[Row]) -> Table:
     return Table(
         title="Published vs measured",
-        headers=("id", "experiment", "published (PDD.md)", "measured", "verdict"),
+        headers=("id", "experiment", "published (PDD.md)", "measured", "verdict", "wall time"),
         rows=tuple(
             (
                 TCell(r.id),
@@ -154,6 +154,7 @@ def _summary_table(rows: list[Row]) -> Table:
                 TCell(r.expected),
                 TCell(r.measured),
                 TCell(r.verdict, sub=r.detail, cls=_CLS.get(r.verdict, "muted")),
+                TCell("—" if r.elapsed_s is None else f"{r.elapsed_s:.0f} s"),
             )
             for r in rows
         ),
