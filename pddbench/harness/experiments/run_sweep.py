@@ -40,6 +40,11 @@ from pddbench.harness.experiments.sweep import (
 NEEDS_WAN = "not run: needs the emulated WAN"
 QUANTILES = (50, 90)
 TAGS = ("naive", "pdd")  # the declaration's scenarios, in order: baseline, then PDD
+# Swept fields whose points record the link probes without enforcing them: the delay line
+# keeps packets in order, so a wide jitter holds each packet behind the latest one before
+# it and bulk TCP falls below the probe's goodput bar (70 % of the rate) by design. (The
+# probe itself exempts lossy links from that bar; rate points keep the whole check.)
+PROBES_RECORDED_ONLY = ("jitter_ms",)
 
 
 def trend_label(dimension: str, q: int) -> str:
@@ -63,7 +68,8 @@ def _point_run(ctx: RunContext, scenario: str, text: str, point: SweepPoint) -> 
     path = ctx.out / "scenarios" / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(point_scenario_text(text, point), encoding="utf-8")
-    return replay(name, ctx, str(path))
+    extra = ("--no-probe-check",) if point.dimension in PROBES_RECORDED_ONLY else ()
+    return replay(name, ctx, str(path), extra)
 
 
 def run_e12(exp: Experiment, ctx: RunContext) -> Measurement:
@@ -100,6 +106,8 @@ def run_e12(exp: Experiment, ctx: RunContext) -> Measurement:
         f"({', '.join(f'{d} {point_value(plan[0], d, base):g}' for d in DIMENSIONS)}); "
         "a rate point also sets the PDD router's configured line rate (its prior)",
         "intervals: bootstrap over ok requests (ratios: the two replays resampled apart)",
+        f"link probes recorded, not enforced, at the {', '.join(PROBES_RECORDED_ONLY)} points"
+        " (in-order jitter lowers bulk TCP goodput below the probe's bar by design)",
         *failed,
     ]
     return measurement(exp, ctx, list(runs.values()), values, series, notes)
