@@ -127,3 +127,18 @@ def test_e12_refuses_without_the_emulated_wan(tmp_path) -> None:
     assert m.not_run is not None and m.not_run.startswith(NEEDS_WAN)
     assert E12.judge(m)[0] is Verdict.NOT_RUN
     assert not (tmp_path / "runs").exists()  # nothing was replayed
+
+
+def test_a_refused_replay_is_not_reused(tmp_path) -> None:
+    from pddbench.harness.experiments.run_replay import _run_folders
+    from pddbench.harness.rundir.manifest import RunManifest, RunStatus
+
+    for name, status in (("a-failed", RunStatus.FAILED), ("b-done", RunStatus.COMPLETE)):
+        m = RunManifest.begin(argv=["replay"], run_id=name)
+        if status is RunStatus.FAILED:
+            m.fail(status, "link probes are off the configuration")
+        else:
+            m.finish(status, records=1, unreadable_lines=0)
+        (tmp_path / name).mkdir()
+        m.save(tmp_path / name)
+    assert [p.name for p in _run_folders(tmp_path)] == ["b-done"]
