@@ -75,6 +75,7 @@ class Series(BaseModel):
     y: list[float]
     x_name: str = "x"
     y_name: str = "y"
+    log_y: bool = False  # the figure's panel plots y on a log scale (values span decades)
 
 
 class Measurement(BaseModel):

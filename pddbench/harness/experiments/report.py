@@ -128,6 +128,9 @@ def _figure(exp: Experiment, m: Measurement) -> FigureOut | None:
                     drawstyle="steps-post" if "CDF" in exp.figure else "default",
                     marker="" if len(s.x) > 30 else "o",
                 )
+            ys = [y for s in lines for y in s.y if math.isfinite(y)]
+            if any(s.log_y for s in lines) and ys and min(ys) > 0:
+                ax.set_yscale("log")
             ax.set_xlabel(x_name)
             ax.set_ylabel(lines[0].y_name)
             ax.legend(fontsize=8)

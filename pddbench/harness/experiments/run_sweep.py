@@ -142,4 +142,5 @@ def _trend(plan: list[SweepPoint], dim: str, q: int, base: dict, values: list[Va
         y=[by_name.get(f"ratio_{p.key}_p{q}", float("nan")) for p in pts],
         x_name=DIMENSIONS[dim][1],
         y_name="PDD / naive cross-DC TTFT",
+        log_y=True,
     )
