@@ -139,7 +139,8 @@ def _figure(exp: Experiment, m: Measurement) -> FigureOut | None:
             fig,
             f"{exp.id.lower()}",
             f"{exp.id} {exp.figure or exp.title}",
-            f"{exp.id}: {exp.figure or 'measured series'} ({', '.join(m.labels)})",
+            f"{exp.id}: {exp.figure or 'measured series'}"
+            + (f" ({', '.join(m.labels)})" if m.labels else ""),
         )
 
 
