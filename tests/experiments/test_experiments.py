@@ -111,7 +111,7 @@ def test_verdicts() -> None:
     assert e5.judge(gone)[0] is Verdict.NOT_RUN
     row = judge_row(e6, None)
     assert row.verdict == "not run" and "experiment run E6" in row.detail
-    assert judge_row(by_id()["E12"], None).detail.startswith("a sweep")
+    assert "experiment run E12" in judge_row(by_id()["E12"], None).detail
 
 
 def test_costs_charge_a_shared_replay_once_and_eta_rescales() -> None:
@@ -150,7 +150,7 @@ def test_run_and_report_from_folder_alone(tmp_path) -> None:
     nan.save(tmp_path / "E6")  # an undefined statistic survives the file and the report
     assert math.isnan(Measurement.load(tmp_path / "E6").get("rld_share"))
     assert main(["experiment", "report", str(tmp_path)]) == 0
-    assert rows["E12"]["verdict"] == "not run" and "namespaces" in rows["E12"]["detail"]
+    assert rows["E12"]["verdict"] == "not run" and "needs the emulated WAN" in rows["E12"]["detail"]
     assert rows["E10"]["verdict"] == "not run" and "experiment run E10" in rows["E10"]["detail"]
     assert all(r["verdict"] != "not run" or r["detail"] for r in rows.values())
     assert rows["E2"]["verdict"] == "not run" and "incomplete" in rows["E2"]["detail"]

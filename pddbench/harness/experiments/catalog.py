@@ -40,6 +40,7 @@ from pddbench.harness.experiments.run_replay import (
     run_e9,
     run_e11,
 )
+from pddbench.harness.experiments.run_sweep import run_e12, trend_label
 from pddbench.harness.experiments.run_trace import run_e1, run_e3
 
 
@@ -154,17 +155,33 @@ def _e10(m: Measurement) -> CheckResult:
     )
 
 
-def _never(m: Measurement) -> CheckResult:
-    return CheckResult(False, "not measured", "no runner")
+# E12 judges the two dimensions of PDD.md's "expected" cell; loss is measured, not judged.
+E12_JUDGED = ("rate_mbit", "jitter_ms")
+E12_STEP_TOLERANCE = 0.10  # a step may go back by 10 % of the first ratio (noise), not more
+
+
+def _e12(m: Measurement) -> CheckResult:
+    return c.all_of(
+        *(
+            c.monotone(
+                trend_label(dim, 50),
+                m.line(trend_label(dim, 50)).y,
+                increasing=False,
+                tolerance=E12_STEP_TOLERANCE,
+            )
+            for dim in E12_JUDGED
+        )
+    )
 
 
 CHECKS: dict[str, Callable[[Measurement], CheckResult]] = {
     "E1": _e1, "E2": _e2, "E3": _e3, "E4": _e4, "E5": _e5, "E6": _e6, "E7": _e7, "E8": _e8,
-    "E9": _e9, "E10": _e10, "E11": _e11, "E12": _never,
+    "E9": _e9, "E10": _e10, "E11": _e11, "E12": _e12,
 }  # fmt: skip
 RUNNERS: dict[str, Runner] = {
     "E1": run_e1, "E2": run_e2, "E3": run_e3, "E4": run_e4, "E5": run_e5, "E6": run_e6,
     "E7": run_e7_model, "E8": run_e8, "E9": run_e9, "E10": run_e10, "E11": run_e11,
+    "E12": run_e12,
 }  # fmt: skip
 
 
@@ -194,6 +211,8 @@ class ExperimentSpec(BaseModel):
     figure: str = ""
     not_run: str = ""
     notes: list[str] = Field(default_factory=list)
+    points: dict[str, list[float]] = Field(default_factory=dict)
+    quick_points: dict[str, list[float]] = Field(default_factory=dict)
 
     def declare(self, exp_id: str) -> Experiment:
         run = RUNNERS.get(exp_id)
@@ -206,6 +225,8 @@ class ExperimentSpec(BaseModel):
             cost=Cost(self.cost.quick_s, self.cost.full_s), run=run, needs_wan=self.needs_wan,
             replayed=self.replayed, not_run_reason=self.not_run, figure=self.figure,
             notes=tuple(self.notes),
+            points={k: tuple(v) for k, v in self.points.items()},
+            quick_points={k: tuple(v) for k, v in self.quick_points.items()},
         )  # fmt: skip
 
 

@@ -139,6 +139,9 @@ def monotone(
     ys = [float(v) for v in y]
     if len(ys) < 2:
         return CheckResult(False, f"{name}: {len(ys)} point(s)", "need two points for a trend")
+    if not all(math.isfinite(v) for v in ys):
+        bad = sum(not math.isfinite(v) for v in ys)
+        return CheckResult(False, f"{name} {[_f(v) for v in ys]}", f"undefined at {bad} point(s)")
     steps = np.diff(ys)
     sign = 1.0 if increasing else -1.0
     total = sign * (ys[-1] - ys[0])

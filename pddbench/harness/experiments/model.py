@@ -75,6 +75,7 @@ class Series(BaseModel):
     y: list[float]
     x_name: str = "x"
     y_name: str = "y"
+    log_y: bool = False  # the figure's panel plots y on a log scale (values span decades)
 
 
 class Measurement(BaseModel):
@@ -176,6 +177,13 @@ class Experiment:
     not_run_reason: str = ""
     figure: str = ""  # which series the figure plots
     notes: tuple[str, ...] = field(default=())
+    # swept values per dimension (a WAN sweep: link field -> values), full and --quick
+    points: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    quick_points: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def sweep_points(self, quick: bool) -> dict[str, tuple[float, ...]]:
+        """The declared points of this run (--quick: ``quick_points`` where declared)."""
+        return dict(self.quick_points or self.points) if quick else dict(self.points)
 
     def judge(self, m: Measurement) -> tuple[Verdict, CheckResult | None]:
         """The verdict on a measurement (pure)."""

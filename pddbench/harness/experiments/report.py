@@ -111,28 +111,36 @@ def build_rows(out: Path) -> tuple[list[Row], dict[str, Measurement]]:
 
 
 def _figure(exp: Experiment, m: Measurement) -> FigureOut | None:
+    """The row's figure: one panel per x axis (a sweep's dimensions each get their own)."""
     if not m.series:
         return None
+    axes_names = list(dict.fromkeys(s.x_name for s in m.series))
     with styled():
-        fig = new_figure(height_in=3.8, width_in=9.0)
-        ax = fig.add_subplot()
-        for s in m.series:
-            ax.plot(
-                s.x,
-                s.y,
-                label=s.label,
-                drawstyle="steps-post" if "CDF" in exp.figure else "default",
-                marker="" if len(s.x) > 30 else "o",
-            )
-        ax.set_xlabel(m.series[0].x_name)
-        ax.set_ylabel(m.series[0].y_name)
-        ax.set_title(f"{exp.id}: {exp.title}")
-        ax.legend(fontsize=8)
+        fig = new_figure(height_in=3.8, width_in=max(9.0, 4.5 * len(axes_names)))
+        for i, x_name in enumerate(axes_names):
+            ax = fig.add_subplot(1, len(axes_names), i + 1)
+            lines = [s for s in m.series if s.x_name == x_name]
+            for s in lines:
+                ax.plot(
+                    s.x,
+                    s.y,
+                    label=s.label,
+                    drawstyle="steps-post" if "CDF" in exp.figure else "default",
+                    marker="" if len(s.x) > 30 else "o",
+                )
+            ys = [y for s in lines for y in s.y if math.isfinite(y)]
+            if any(s.log_y for s in lines) and ys and min(ys) > 0:
+                ax.set_yscale("log")
+            ax.set_xlabel(x_name)
+            ax.set_ylabel(lines[0].y_name)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{exp.id}: {exp.title}")
         return finish(
             fig,
             f"{exp.id.lower()}",
             f"{exp.id} {exp.figure or exp.title}",
-            f"{exp.id}: {exp.figure or 'measured series'} ({', '.join(m.labels)})",
+            f"{exp.id}: {exp.figure or 'measured series'}"
+            + (f" ({', '.join(m.labels)})" if m.labels else ""),
         )
 
 
@@ -142,7 +150,7 @@ _CLS = {Verdict.REPRODUCED.value: "better", Verdict.NOT_REPRODUCED.value: "worse
 def _summary_table(rows: list[Row]) -> Table:
     return Table(
         title="Published vs measured",
-        headers=("id", "experiment", "published (PDD.md)", "measured", "verdict"),
+        headers=("id", "experiment", "published (PDD.md)", "measured", "verdict", "wall time"),
         rows=tuple(
             (
                 TCell(r.id),
@@ -150,6 +158,7 @@ def _summary_table(rows: list[Row]) -> Table:
                 TCell(r.expected),
                 TCell(r.measured),
                 TCell(r.verdict, sub=r.detail, cls=_CLS.get(r.verdict, "muted")),
+                TCell("—" if r.elapsed_s is None else f"{r.elapsed_s:.0f} s"),
             )
             for r in rows
         ),

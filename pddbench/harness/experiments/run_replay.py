@@ -32,10 +32,12 @@ from pddbench.harness.experiments.model import (
     Value,
 )
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 
 QUICK_REQUESTS = 60
 FULL_REQUESTS = 400
-REPLAY_TIMEOUT_S = 1800
+REPLAY_TIMEOUT_S = 1800  # one child (replay, ladder); a full replay gets FULL_TIMEOUT_S
+FULL_TIMEOUT_S = 4 * 3600  # 400 requests over a harsh sweep point (E12) run for hours
 SPEEDUP = 4
 
 
@@ -70,30 +72,54 @@ def replay_trace(root: Path, ctx: RunContext) -> Path:
     return path
 
 
-def child(args: list[str], root: Path, ok: tuple[int, ...] = (0, 1)) -> None:
+def child(
+    args: list[str], root: Path, ok: tuple[int, ...] = (0, 1), timeout_s: float = REPLAY_TIMEOUT_S
+) -> None:
     cmd = [sys.executable, "-m", "pddbench", *args]
     log = root / "runs" / "replay.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(
-            cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=REPLAY_TIMEOUT_S, check=False
-        )
+        try:
+            proc = subprocess.run(
+                cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                f"`pddbench {' '.join(args[:2])}` ran past {timeout_s:g} s; see {log}"
+            ) from None
     if proc.returncode not in ok:  # 1: some requests failed, recorded in the run
         raise UserError(
             f"`pddbench {' '.join(args[:2])}` failed (exit {proc.returncode}); see {log}"
         )
 
 
-def _run_folders(folder: Path) -> list[Path]:
+# a run that ended (some requests may have failed, recorded); failed / running ones do not count
+FINISHED = (RunStatus.COMPLETE, RunStatus.INCOMPLETE, RunStatus.RECOVERED)
+
+
+def _manifests(folder: Path) -> list[tuple[Path, RunManifest]]:
     if not folder.exists():
         return []
-    return sorted(p for p in folder.iterdir() if RunPaths(p).manifest.exists())
+    found = sorted(p for p in folder.iterdir() if RunPaths(p).manifest.exists())
+    return [(p, RunManifest.load(p)) for p in found]
 
 
-def replay(scenario: str, ctx: RunContext) -> ReplayRun:
-    """The run of ``scenario`` under this out root, replaying it first when absent."""
+def _run_folders(folder: Path) -> list[Path]:
+    """The finished runs in ``folder``, oldest first (a refused or crashed run is skipped)."""
+    return [p for p, m in _manifests(folder) if m.status in FINISHED]
+
+
+def replay(
+    scenario: str, ctx: RunContext, source: str | None = None, extra: tuple[str, ...] = ()
+) -> ReplayRun:
+    """The run of ``scenario`` under this out root, replaying it first when absent.
+
+    ``source``: the scenario file to deploy when it is not the built-in ``scenario``
+    itself (a sweep point); the run folder and label stay ``scenario``. ``extra``: more
+    ``pddbench replay`` options. A replay that ends without a finished run (refused, e.g.
+    by its link probes) is a :class:`UserError` carrying the run's own error."""
     root = ctx.out.parent
     folder = root / "runs" / scenario
     runs = _run_folders(folder)
@@ -106,7 +132,7 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
             "--trace",
             str(trace),
             "--scenario",
-            scenario,
+            source or scenario,
             "--out",
             str(folder),
             "--label",
@@ -118,10 +144,12 @@ def replay(scenario: str, ctx: RunContext) -> ReplayRun:
         ]
         if not ctx.emulate:
             args.append("--no-emulation")
-        child(args, root)
+        child([*args, *extra], root, timeout_s=REPLAY_TIMEOUT_S if ctx.quick else FULL_TIMEOUT_S)
         runs = _run_folders(folder)
         if not runs:
-            raise UserError(f"replay of {scenario} left no run folder in {folder}")
+            tried = _manifests(folder)
+            why = tried[-1][1].error if tried and tried[-1][1].error else "no run folder"
+            raise UserError(f"replay of {scenario} did not finish: {why} (in {folder})")
     run = load_run(runs[-1], token_times=False)
     return ReplayRun(scenario, str(runs[-1].relative_to(root)), run.records, analyze_run(run))
 
