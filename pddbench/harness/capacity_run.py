@@ -31,15 +31,8 @@ from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
-from pddbench.harness.plan.ladder import (
-    LadderSearch,
-    LadderSettings,
-    LadderVerdict,
-    PointWindow,
-    Schedule,
-    wilson,
-    window_selection,
-)
+from pddbench.harness.plan.ladder import LadderSearch, LadderVerdict, wilson, window_selection
+from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.folder import new_run

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.rundir import read_capacity
-from pddbench.harness.plan.ladder import LadderSearch, LadderSettings, PointMeasure
+from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
+from pddbench.harness.plan.ladder_points import LadderSettings
 
 
 def _verdict(mets: list[int]):  # type: ignore[no-untyped-def]

@@ -200,7 +200,8 @@ def test_renders_in_headless_chromium(runs: list[Path], tmp_path: Path) -> None:
 
 
 def test_capacity_curve_file_is_drawn(runs: list[Path], tmp_path: Path) -> None:
-    from pddbench.harness.plan.ladder import LadderSearch, LadderSettings, PointMeasure
+    from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
+    from pddbench.harness.plan.ladder_points import LadderSettings
     from pddbench.harness.report.figures_system import load_curves
 
     search = LadderSearch(LadderSettings(), target_pct=99.0, origin_s=0.0, base_speedup=1.0)

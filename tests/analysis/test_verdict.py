@@ -10,7 +10,8 @@ import pytest
 from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.synthetic import SynthRun
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.plan.ladder import LadderSearch, LadderSettings, PointMeasure
+from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
+from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.tables import headline_table
 from pddbench.harness.report.write import Format, write_report

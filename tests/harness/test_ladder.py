@@ -7,18 +7,15 @@ import itertools
 
 import pytest
 
-from pddbench.harness.plan.ladder import (
+from pddbench.harness.plan.ladder import LadderSearch, PointHealth, PointMeasure, wilson
+from pddbench.harness.plan.ladder_points import (
     DEFAULT_LADDER,
     QUICK_LADDER,
-    LadderSearch,
     LadderSettings,
-    PointHealth,
-    PointMeasure,
     PointWindow,
     Schedule,
     point_windows,
     powered_measure_s,
-    wilson,
 )
 
 SETTINGS = LadderSettings(start=1.0, growth=2.0, max_points=5, point_s=50.0, warmup_s=10.0)

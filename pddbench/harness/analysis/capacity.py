@@ -15,13 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.sla import SLA, check
-from pddbench.harness.plan.ladder import (
-    LadderSettings,
-    LadderVerdict,
-    PointHealth,
-    PointMeasure,
-    PointWindow,
-)
+from pddbench.harness.plan.ladder import LadderVerdict, PointHealth, PointMeasure
+from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow
 
 LOST_METRIC = "pdd_scheduler_lost_seconds_total"
 

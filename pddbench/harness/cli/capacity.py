@@ -30,7 +30,7 @@ from pddbench.harness.pipeline import (
     trace_manifest,
 )
 from pddbench.harness.plan.default_window import default_selection
-from pddbench.harness.plan.ladder import DEFAULT_LADDER, LadderSettings
+from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
 
 
 @click.command("capacity")

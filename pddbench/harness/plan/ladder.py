@@ -57,181 +57,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pddbench.harness.plan.ladder_points import (
+    LadderSettings,
+    PointWindow,
+    Schedule,
+    _window,
+    powered_measure_s,
+)
 from pddbench.harness.plan.sessions import Selection
 
 Basis = Literal["capacity", "load-bounded", "refused"]
 CRITERIA = ("ttft", "tpot", "e2e")
-
-
-@dataclass(frozen=True)
-class LadderSettings:
-    """The shared load ladder, the power of its points, its time budget and what counts."""
-
-    start: float = 1.0  # load scale of the first point (× the base arrival rate)
-    growth: float = 1.5
-    max_points: int = 6  # ladder points (bisection points come on top, ``bisect_points``)
-    point_s: float = 60.0  # measured wall time per point (after the warm-up); the minimum
-    warmup_s: float = 10.0  # excluded at the start of every point
-    max_lag_p99_s: float = 0.5  # schedule-lag P99 above this: the harness fell behind
-    confidence: float = 0.95  # of every interval
-    request_limit_s: float = 60.0  # a point's requests are cut after this (see censoring)
-    # power: a point measures until the trace's schedule has offered ``min_requests`` after
-    # its warm-up, at least ``point_s`` and at most ``max_point_s`` (None: ``point_s``)
-    min_requests: int = 0
-    max_point_s: float | None = None
-    bisect_points: int = 0  # after the first miss, bisect the bracket this many times
-    # the search's wall time (sending + draining) is kept under this (None: unbounded)
-    time_budget_s: float | None = None
-    point_overhead_s: float = 5.0  # planning and reading a point, reserved in the budget
-
-    def __post_init__(self) -> None:
-        if not (self.start > 0 and self.growth > 1 and self.max_points >= 1):
-            raise ValueError("ladder: need start > 0, growth > 1 and max_points >= 1")
-        if not (self.point_s > 0 and self.warmup_s >= 0 and self.max_lag_p99_s > 0):
-            raise ValueError("ladder: need point_s > 0, warmup_s >= 0, max_lag_p99_s > 0")
-        if self.request_limit_s <= 0:
-            raise ValueError("ladder: need request_limit_s > 0")
-        if not 0 < self.confidence < 1:
-            raise ValueError("ladder: confidence must be in (0, 1)")
-        if self.min_requests < 0 or self.bisect_points < 0:
-            raise ValueError("ladder: need min_requests >= 0 and bisect_points >= 0")
-        if self.max_point_s is not None and self.max_point_s < self.point_s:
-            raise ValueError("ladder: need max_point_s >= point_s")
-        if self.time_budget_s is not None and self.time_budget_s < self.point_cost_s(
-            self.point_s
-        ):
-            raise ValueError("ladder: the time budget does not hold one point")
-
-    def loads(self) -> list[float]:
-        return [self.start * self.growth**k for k in range(self.max_points)]
-
-    @property
-    def longest_point_s(self) -> float:
-        return self.point_s if self.max_point_s is None else self.max_point_s
-
-    @property
-    def send_s(self) -> float:
-        """Wall time the longest point sends for (warm-up included)."""
-        return self.warmup_s + self.longest_point_s
-
-    def point_cost_s(self, measure_s: float) -> float:
-        """What the budget reserves for a point measuring ``measure_s``: its sending and
-        at most ``request_limit_s`` of draining (its last requests are cut then), and the
-        planning and reading of it."""
-        return self.warmup_s + measure_s + self.request_limit_s + self.point_overhead_s
-
-    @property
-    def most_points(self) -> int:
-        return self.max_points + self.bisect_points
-
-    @property
-    def budget_s(self) -> float:
-        """Upper bound on a whole search's wall time (sending + draining, every point)."""
-        worst = self.most_points * self.point_cost_s(self.longest_point_s)
-        return worst if self.time_budget_s is None else min(worst, self.time_budget_s)
-
-
-# A point decides at the 99 % target when its Wilson interval can clear it: with no miss,
-# 381 measured requests put the lower end at 99 % (95 % confidence); with 3 % missed, 17
-# put the upper end below it. So a point measures until the trace's schedule has offered
-# 400 requests after its warm-up (30 s at least, 120 s at most); the ladder x4, x8, x16,
-# x32 brackets the capacity, then two bisection points (fresh stretches of the trace)
-# narrow it. The main job gives every system the same settings and an equal share of its
-# 30 minutes (``time_budget_s`` set there); ``pddbench capacity`` takes these as they are.
-DEFAULT_LADDER = LadderSettings(
-    start=4.0,
-    growth=2.0,
-    max_points=4,
-    point_s=30.0,
-    warmup_s=10.0,
-    request_limit_s=45.0,
-    min_requests=400,
-    max_point_s=120.0,
-    bisect_points=2,
-)
-# ``--quick``: 150 requests a point (an all-met point cannot surely meet 99 %: its interval
-# says so), 20-60 s, one bisection point, shorter warm-up and request limit
-QUICK_LADDER = dataclasses.replace(
-    DEFAULT_LADDER, point_s=20.0, warmup_s=5.0, request_limit_s=30.0, max_point_s=60.0
-)
-QUICK_LADDER = dataclasses.replace(QUICK_LADDER, min_requests=150, bisect_points=1)
-
-# The planned send offsets (wall s after the point's start, sorted) of the requests a point
-# at ``load`` starting at trace time ``start_s`` would send if it sent for ``send_s``: how
-# the search sizes a point from the trace itself (the same for every system).
-Schedule = Callable[[float, float, float], Sequence[float]]
-
-
-@dataclass(frozen=True)
-class PointWindow:
-    """One point: its load, the slice of the trace (session starts) it replays, how long
-    it measures and whether it is a bisection point."""
-
-    index: int
-    load: float
-    trace_start_s: float
-    trace_duration_s: float
-    measure_s: float = 60.0  # measured wall time (after the warm-up), whole seconds
-    warmup_s: float = 10.0
-    bisect: bool = False
-
-    @property
-    def trace_end_s(self) -> float:
-        return self.trace_start_s + self.trace_duration_s
-
-    @property
-    def send_s(self) -> float:
-        return self.warmup_s + self.measure_s
-
-
-def _window(
-    settings: LadderSettings,
-    index: int,
-    load: float,
-    cursor: float,
-    base_speedup: float,
-    measure_s: float,
-    bisect: bool = False,
-) -> PointWindow:
-    """At load ``x`` a point sends for ``warmup + measure_s`` wall seconds with arrivals
-    compressed ``base_speedup × x``, so it spans that many times as much of the trace."""
-    span = (settings.warmup_s + measure_s) * base_speedup * load
-    return PointWindow(index, load, cursor, span, measure_s, settings.warmup_s, bisect)
-
-
-def point_windows(
-    settings: LadderSettings, origin_s: float, base_speedup: float
-) -> list[PointWindow]:
-    """The ladder's points at ``point_s`` each, as consecutive, disjoint trace windows
-    starting at ``origin_s`` (the next starts where one ended)."""
-    if base_speedup <= 0:
-        raise ValueError("base speedup must be > 0")
-    out: list[PointWindow] = []
-    cursor = origin_s
-    for k, load in enumerate(settings.loads()):
-        out.append(_window(settings, k, load, cursor, base_speedup, settings.point_s))
-        cursor = out[-1].trace_end_s
-    return out
-
-
-def powered_measure_s(settings: LadderSettings, offsets: Sequence[float]) -> float:
-    """The power rule: how long a point measures so that the trace's schedule offers
-    ``min_requests`` after the warm-up, within ``[point_s, max_point_s]``. ``offsets``:
-    planned send offsets (wall s, sorted) of the point sent for its longest time."""
-    lo, hi = settings.point_s, settings.longest_point_s
-    if settings.min_requests <= 0 or hi <= lo:
-        return lo
-    after = [t - settings.warmup_s for t in offsets if t >= settings.warmup_s]
-    if len(after) < settings.min_requests:
-        return hi
-    return min(hi, max(lo, math.ceil(after[settings.min_requests - 1]) + 1.0))
 
 
 def _z(confidence: float) -> float:
