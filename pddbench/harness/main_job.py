@@ -60,8 +60,8 @@ def plan_text(settings: LadderSettings, systems: int, quick: bool = False) -> st
     s = settings
     total = systems * (DEPLOY_ALLOWANCE_S + s.budget_s) + REPORT_RESERVE_S
     return (
-        f"{systems} systems x (deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then ladder x"
-        f"{', x'.join(f'{x:g}' for x in s.loads())} + <= {s.bisect_points} bisection points; "
+        f"{systems} systems x (deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then "
+        f"{s.describe_walk()}; "
         f"each point {s.warmup_s:g} s warm-up + {s.point_s:g}-{s.longest_point_s:g} s "
         f"measured (until the trace offers {s.min_requests} requests) + <= "
         f"{s.request_limit_s:g} s draining + {s.point_overhead_s:g} s reading; <= "

@@ -374,3 +374,50 @@ def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() ->
     assert [r[1].text for r in t.rows] == ["x4", "x8", "x5.66 (bisect)"]
     assert t.rows[0][6].text == "100.0% [99.0%, 100.0%]"
     assert t.rows[2][7].text.startswith("schedule lag") and t.rows[0][7].text == "no"
+
+
+STEPPING = dataclasses.replace(SETTINGS, start=4.0, descend_points=2, bisect_points=1)
+
+
+def test_a_first_rung_miss_steps_down_to_a_capacity_on_fresh_stretches() -> None:
+    search = LadderSearch(STEPPING, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    loads = []
+    for n, met in [(400, 300), (400, 392), (400, 400), (400, 400)]:
+        w = search.next_window()
+        assert w is not None and w.bisect == (len(loads) == 3)
+        loads.append(w.load)
+        search.record(_measure(w, n, met))
+    # x4 missed, x2 missed, x1 met, then one bisection between x1 and x2
+    assert loads == [4.0, 2.0, 1.0, pytest.approx(2**0.5)]
+    assert search.done
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == pytest.approx(2**0.5)
+    starts = [p.trace_start_s for p in v.points]
+    assert starts == sorted(starts) and len(set(starts)) == 4  # every point walks on
+    assert v.descend_points == 2
+
+
+def test_refused_only_when_the_lowest_step_down_misses_too() -> None:
+    search = LadderSearch(STEPPING, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    assert search.points_left() == STEPPING.max_points + STEPPING.bisect_points
+    by = {"ttft": 400, "tpot": 300, "e2e": 400}
+    for expected in (4.0, 2.0, 1.0):
+        w = search.next_window()
+        assert w is not None and w.load == expected
+        search.record(_measure(w, 400, 300, by=by))
+    assert search.done
+    v = search.verdict("cross-dc-pd")
+    assert v.basis == "refused" and "lowest load x1" in v.reason and "TPOT 75.0%" in v.reason
+    assert v.capacity_goodput is None
+
+
+def test_an_excluded_step_down_is_refused_not_a_capacity() -> None:
+    search = LadderSearch(STEPPING, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    w = search.next_window()
+    assert w is not None
+    search.record(_measure(w, 400, 300))
+    w = search.next_window()
+    assert w is not None and w.load == 2.0
+    search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=2.0)))
+    v = search.verdict("pdd")
+    assert search.done and v.basis == "refused" and "step down to x2 was excluded" in v.reason

@@ -40,8 +40,10 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   one very long output cannot hold the walk for many minutes; a cut request whose own
   SLA bound lies beyond the limit could still have met it, so it is excluded from the
   point's figures and counted (``censored``), never scored as a miss.
-* **Attainable SLA**: the search refuses an SLA the system misses at its lowest load,
-  naming the criterion (TTFT, TPOT, E2E) that fell short.
+* **Attainable SLA**: when the first rung already misses, the search steps down
+  (``start / growth^j``, at most ``descend_points`` times, each on a fresh stretch) so a
+  system slower than the ladder's start still gets a capacity; it refuses an SLA the system
+  misses at the lowest load it tried, naming the criterion (TTFT, TPOT, E2E) that fell short.
 
 Goodput at capacity is the most SLA goodput any point that met the target achieved: the
 walk moves through the trace, whose own rate varies, so a higher load scale need not
@@ -187,6 +189,7 @@ class LadderVerdict(BaseModel):
     min_requests: int = 0  # the power rule: see LadderSettings
     max_point_s: float | None = None
     bisect_points: int = 0
+    descend_points: int = 0
     time_budget_s: float | None = None
     spent_s: float = 0.0  # wall time the points took (sending + draining)
     points: list[LadderPoint]
@@ -218,7 +221,8 @@ class LadderVerdict(BaseModel):
         )
 
 
-_RECORDED = ("min_requests", "max_point_s", "bisect_points", "time_budget_s")  # in verdicts
+# settings recorded in verdicts
+_RECORDED = ("min_requests", "max_point_s", "bisect_points", "descend_points", "time_budget_s")
 
 
 class LadderSearch:
@@ -226,9 +230,12 @@ class LadderSearch:
 
     Climbs ``start × growth^k`` until a valid point misses the target, then bisects
     (geometric midpoint) between the highest load that met and the lowest that missed,
-    ``bisect_points`` times. Every point, bisection ones too, replays the next stretch of
-    the trace. With a ``schedule`` each point is powered (:func:`powered_measure_s`);
-    without, it measures ``point_s``. No point starts that the time budget cannot hold."""
+    ``bisect_points`` times. When the first rung already misses it steps down
+    (``start / growth^j``, ``descend_points`` times) until a point meets, then bisects
+    as above; it refuses only when the lowest of those misses too. Every point, bisection
+    and step-down ones too, replays the next stretch of the trace. With a ``schedule``
+    each point is powered (:func:`powered_measure_s`); without, it measures ``point_s``.
+    No point starts that the time budget cannot hold."""
 
     def __init__(
         self,
@@ -264,6 +271,8 @@ class LadderSearch:
                 self._stop = ("load-bounded", "met the target at every ladder point")
                 return None
             return s.start * s.growth**k, False
+        if self._met is None:  # every point so far missed: step down (record() refuses)
+            return self._missed / s.growth, False
         done = sum(1 for m in self.measures if m.window.bisect)
         if done >= s.bisect_points or self._met is None:
             self._stop = ("capacity", self._capacity_reason())
@@ -324,7 +333,13 @@ class LadderSearch:
         load = m.window.load
         if excluded is not None or m.requests == 0:
             why = excluded or "measured no request"
-            if self._missed is not None:  # bisecting: the capacity stands, narrowing stops
+            if self._missed is not None and self._met is None:  # stepping down
+                self._stop = (
+                    "refused",
+                    f"the SLA is missed at x{self._missed:g} and the step down to x{load:g} "
+                    f"was excluded: {why}",
+                )
+            elif self._missed is not None:  # bisecting: the capacity stands, narrowing stops
                 self._stop = ("capacity", self._capacity_reason(f"; x{load:g} excluded: {why}"))
             else:
                 self._stop = ("load-bounded", f"point x{load:g} excluded: {why}")
@@ -332,7 +347,12 @@ class LadderSearch:
         if m.attainment >= self.target:
             self._met = load if self._met is None else max(self._met, load)
             return
-        if self._met is None and self._missed is None:  # the lowest load already misses
+        descended = sum(1 for x in self.measures if x.window.load < s.start)
+        if self._met is None and (self._missed is None or descended >= s.descend_points):
+            if descended < s.descend_points:  # the first rung misses: step down next
+                self._missed = load
+                return
+            # the lowest load tried misses too
             short = [
                 f"{c.upper()} {m.met_by.get(c, 0) / m.requests:.1%}"
                 for c in CRITERIA
@@ -361,6 +381,9 @@ class LadderSearch:
         bisected = sum(1 for m in self.measures if m.window.bisect)
         if self._missed is None:
             return s.max_points - len(self.measures) + s.bisect_points
+        if self._met is None:
+            descended = sum(1 for m in self.measures if m.window.load < s.start)
+            return s.descend_points - descended + s.bisect_points
         return s.bisect_points - bisected
 
     def eta_s(self, elapsed_s: float) -> float:

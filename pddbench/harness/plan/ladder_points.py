@@ -31,6 +31,9 @@ class LadderSettings:
     min_requests: int = 0
     max_point_s: float | None = None
     bisect_points: int = 0  # after the first miss, bisect the bracket this many times
+    # when the lowest rung already misses, step down (÷ growth) this many times before
+    # refusing: a system slower than the ladder's start still gets a capacity
+    descend_points: int = 0
     # the search's wall time (sending + draining) is kept under this (None: unbounded)
     time_budget_s: float | None = None
     point_overhead_s: float = 5.0  # planning and reading a point, reserved in the budget
@@ -46,6 +49,8 @@ class LadderSettings:
             raise ValueError("ladder: confidence must be in (0, 1)")
         if self.min_requests < 0 or self.bisect_points < 0:
             raise ValueError("ladder: need min_requests >= 0 and bisect_points >= 0")
+        if not 0 <= self.descend_points < self.max_points:
+            raise ValueError("ladder: need 0 <= descend_points < max_points")
         if self.max_point_s is not None and self.max_point_s < self.point_s:
             raise ValueError("ladder: need max_point_s >= point_s")
         if self.time_budget_s is not None and self.time_budget_s < self.point_cost_s(self.point_s):
@@ -53,6 +58,17 @@ class LadderSettings:
 
     def loads(self) -> list[float]:
         return [self.start * self.growth**k for k in range(self.max_points)]
+
+    def describe_walk(self) -> str:
+        """``"ladder x4, x8, x16, x32 (down to x1 if x4 misses) + <= 2 bisection points"``."""
+        down = (
+            f" (down to x{self.start / self.growth**self.descend_points:g} if x{self.start:g} "
+            "misses)"
+            if self.descend_points
+            else ""
+        )
+        rungs = ", x".join(f"{x:g}" for x in self.loads())
+        return f"ladder x{rungs}{down} + <= {self.bisect_points} bisection points"
 
     @property
     def longest_point_s(self) -> float:
@@ -97,6 +113,7 @@ DEFAULT_LADDER = LadderSettings(
     min_requests=400,
     max_point_s=120.0,
     bisect_points=2,
+    descend_points=2,
 )
 # ``--quick``: 150 requests a point (an all-met point cannot surely meet 99 %: its interval
 # says so), 20-60 s, one bisection point, shorter warm-up and request limit
