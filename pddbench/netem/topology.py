@@ -21,7 +21,6 @@ import ipaddress
 import os
 import secrets
 import signal
-import statistics
 import subprocess
 import threading
 import time
@@ -46,6 +45,7 @@ from pddbench.netem.plan import (
 )
 from pddbench.netem.probe import (
     Endpoint,
+    GoodputResult,
     LinkProbe,
     expected_rtt,
     measure_goodput,
@@ -347,7 +347,10 @@ class Topology:
             configured = sum(sd.shape.delay_ms for sd in pair)
             lead_us = 0.0
             if near and far:
-                excess_ms = statistics.median(far) - statistics.median(near) - configured
+                # low quantiles, not medians: a burst of load while calibrating inflates the
+                # far samples and an inflated lead would release every packet early (RTTs
+                # below the configured delay); the fast tail is the stage's own cost
+                excess_ms = _low(far) - _low(near) - configured
                 lead_us = min(2000.0, max(0.0, excess_ms * 1000 / 2))
             for sd in pair:
                 sd.apply_delay_only(DelaySettings.from_shape(sd.shape, down=sd.down), lead_us)
@@ -553,8 +556,8 @@ class Topology:
             good_ab = good_ba = None
             cc = congestion or self._probe_congestion()
             if bulk_seconds > 0:
-                good_ab = measure_goodput(a, b_end, seconds=bulk_seconds, congestion=cc)
-                good_ba = measure_goodput(b, a_end, seconds=bulk_seconds, congestion=cc)
+                good_ab = _best_goodput(a, b_end, fwd.shape, bulk_seconds, cc)
+                good_ba = _best_goodput(b, a_end, back.shape, bulk_seconds, cc)
             out.append(
                 LinkProbe(
                     run_id=self.run_id,
@@ -600,3 +603,28 @@ class Topology:
             lead_us=dict(self.lead_us),
             notes=list(self.notes),
         )
+
+
+# a goodput this far below the line is measured once more (the better one is kept)
+GOODPUT_RETRY_BELOW = 0.9
+
+
+def _best_goodput(
+    src: Endpoint, dst: Endpoint, shape: Shape, seconds: float, congestion: str
+) -> GoodputResult:
+    """Bulk goodput, measured a second time when the first falls short of the line: one
+    2 s flow on a 2-vCPU machine is easily cut short by CPU contention with the userspace
+    delay stage, which says nothing about the link; a link that cannot carry its rate
+    misses twice. Lossy links (where the rate is not checked) are measured once."""
+    first = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
+    rate = shape.rate_mbit
+    if rate is None or shape.loss_pct > 0 or first.mbit_steady >= GOODPUT_RETRY_BELOW * rate:
+        return first
+    second = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
+    return max(first, second, key=lambda g: g.mbit_steady)
+
+
+def _low(samples: Sequence[float]) -> float:
+    """The 10th percentile of RTT samples (ms)."""
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 10]
