@@ -186,7 +186,7 @@ class ScaleRun:
 def scaled_times(scale: float, repeats: int, rate_mbit: float | None) -> ScaleRun:
     """Median seconds per (case, warm|cold|cold+comp) on the pdd WAN (p0 -> md0) at
     ``scale`` (line rate ``rate_mbit``, default the scenario's), and a bulk probe."""
-    from pddbench.netem.probe import Endpoint, measure_goodput
+    from pddbench.netem.probe import Endpoint, best_goodput
     from pddbench.netem.scenario import load_network_config
     from pddbench.netem.shaping import bdp_bytes
     from pddbench.netem.transfer import Pair
@@ -224,7 +224,10 @@ def scaled_times(scale: float, repeats: int, rate_mbit: float | None) -> ScaleRu
                         pair.close()
                     time.sleep(0.2)
                 out[(name, kind)] = float(np.median(times))
-        good = measure_goodput(src, dst, seconds=PROBE_S).mbit_steady
+        # the deploy check's measure: BBR where the kernel has it, best of up to 3 flows
+        good = best_goodput(
+            src, dst, link.rate_mbit / scale, 0.0, PROBE_S, topo.probe_congestion()
+        )[0].mbit_steady
     return ScaleRun(out, good, link.rate_mbit / scale)
 
 

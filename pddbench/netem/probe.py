@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pddbench.errors import UserError
 from pddbench.netem import nsutil
 from pddbench.netem.delayline import DelaySettings, rtt_quantiles_ms
+from pddbench.netem.hostcpu import CpuShare, CpuTimes
 from pddbench.netem.schedule import ChangeRecord
 from pddbench.netem.tcp import set_congestion
 
@@ -79,6 +80,10 @@ class LinkProbe:
     loss_a_to_b_pct: float
     loss_b_to_a_pct: float
     goodput_congestion: str = ""  # congestion control of the goodput flows
+    # the most CPU time (%) the hypervisor withheld during a kept goodput flow, and how many
+    # flows were measured (a short one is measured again, see best_goodput)
+    goodput_steal_pct: float = 0.0
+    goodput_attempts: int = 0
     qos: str = "fifo"  # the link's traffic classes (topology_config.Qos)
     t_unix: float = field(default_factory=time.time)
 
@@ -176,6 +181,7 @@ class GoodputResult:
     mbit_steady: float
     bytes_received: int
     seconds: float
+    steal_pct: float = 0.0  # CPU time the hypervisor withheld during the flow (hostcpu)
 
 
 def measure_goodput(
@@ -223,19 +229,21 @@ def measure_goodput(
         lsock.settimeout(seconds + 30)
         ssock.settimeout(seconds + 30)
         ssock.connect(lsock.getsockname())
+        cpu_start = CpuTimes.now()
         start = time.perf_counter()
         deadline = start + seconds
         while time.perf_counter() < deadline:
             ssock.sendall(payload)
         ssock.shutdown(socket.SHUT_WR)
         thread.join(timeout=seconds + 30)
+        steal = CpuShare.between(cpu_start, CpuTimes.now()).steal_pct
     finally:
         ssock.close()
         lsock.close()
     if "error" in box:
         raise box["error"]
     if not marks:
-        return GoodputResult(0.0, 0.0, 0, seconds)
+        return GoodputResult(0.0, 0.0, 0, seconds, steal)
     end_t, total = marks[-1]
     elapsed = end_t - start
     half = start + elapsed / 2
@@ -246,7 +254,38 @@ def measure_goodput(
             break
         before, t_half = cum, t
     steady = (total - before) * 8 / max(end_t - t_half, 1e-9) / 1e6
-    return GoodputResult(total * 8 / elapsed / 1e6, steady, total, elapsed)
+    return GoodputResult(total * 8 / elapsed / 1e6, steady, total, elapsed, steal)
+
+
+# a goodput this far below the line is measured again, up to GOODPUT_ATTEMPTS flows
+GOODPUT_RETRY_BELOW = 0.9
+GOODPUT_ATTEMPTS = 3
+
+
+def best_goodput(
+    src: Endpoint,
+    dst: Endpoint,
+    rate_mbit: float | None,
+    loss_pct: float,
+    seconds: float,
+    congestion: str | None,
+) -> tuple[GoodputResult, int]:
+    """Bulk goodput and the number of flows measured. A flow that falls short of the line
+    is measured again (at most ``GOODPUT_ATTEMPTS`` in all) and the best is kept: one short
+    flow on a 2-vCPU virtual machine is easily cut short by the hypervisor withholding CPU
+    from the userspace delay stage (steal, recorded with the flow), which says nothing about
+    the link; a link that cannot carry its rate misses every time. Lossy links (where the
+    rate is not checked) are measured once."""
+    rate = rate_mbit
+    best = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
+    attempts = 1
+    if rate is None or loss_pct > 0:
+        return best, attempts
+    while best.mbit_steady < GOODPUT_RETRY_BELOW * rate and attempts < GOODPUT_ATTEMPTS:
+        again = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
+        attempts += 1
+        best = max(best, again, key=lambda g: g.mbit_steady)
+    return best, attempts
 
 
 def check_probe(probe: LinkProbe, tolerance: ProbeTolerance = ProbeTolerance()) -> list[str]:
@@ -273,9 +312,24 @@ def check_probe(probe: LinkProbe, tolerance: ProbeTolerance = ProbeTolerance()) 
         if goodput < tolerance.goodput_fraction * rate:
             problems.append(
                 f"{probe.link} {direction}: goodput {goodput:.1f} Mbit/s below"
-                f" {tolerance.goodput_fraction:.0%} of {rate:.1f} Mbit/s"
+                f" {tolerance.goodput_fraction:.0%} of {rate:.1f} Mbit/s{_starved(probe)}"
             )
     return problems
+
+
+def _starved(probe: LinkProbe) -> str:
+    """Why a goodput fell short when the host, not the link, is the likely cause."""
+    if probe.goodput_steal_pct < STARVED_STEAL_PCT:
+        return ""
+    return (
+        f" (best of {probe.goodput_attempts} flows both ways; the hypervisor withheld up to"
+        f" {probe.goodput_steal_pct:.0f} % of CPU time from the delay stage: a busy host —"
+        " run again, or raise emulation_scale)"
+    )
+
+
+# steal above this during a goodput flow: the host, not the link, starved the delay stage
+STARVED_STEAL_PCT = 10.0
 
 
 def expected_rtt(forward: DelaySettings, backward: DelaySettings) -> tuple[float, float]:

@@ -62,9 +62,7 @@ def cold_transfer(
     return SlowStart(rounds, sent, rounds * rtt_s + (nbytes - sent) / rate_bytes_per_s + rtt_s / 2)
 
 
-def missing_s(
-    nbytes: int, rate_bytes_per_s: float, rtt_s: float, scale: float, **kw: int
-) -> float:
+def missing_s(nbytes: int, rate_bytes_per_s: float, rtt_s: float, scale: float, **kw: int) -> float:
     """Modelled 1/1 time of ``nbytes`` (unscaled) minus that of ``nbytes / scale`` at
     ``rate / scale``: what a cold transfer of a scaled run lacks (≥ 0; 0 at scale 1)."""
     if scale <= 1:
@@ -111,7 +109,9 @@ class Compensation:
         if path is None or self.scale <= 1:
             return 0.0
         if not is_cold(
-            self.last_used.get(peer), now, path.rtt_s,
+            self.last_used.get(peer),
+            now,
+            path.rtt_s,
             slow_start_after_idle=self.slow_start_after_idle,
         ):
             return 0.0

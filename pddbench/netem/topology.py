@@ -45,10 +45,9 @@ from pddbench.netem.plan import (
 )
 from pddbench.netem.probe import (
     Endpoint,
-    GoodputResult,
     LinkProbe,
+    best_goodput,
     expected_rtt,
-    measure_goodput,
     measure_rtt,
     summarize_rtt,
 )
@@ -554,10 +553,15 @@ class Topology:
                 DelaySettings.from_shape(fwd.shape), DelaySettings.from_shape(back.shape)
             )
             good_ab = good_ba = None
-            cc = congestion or self._probe_congestion()
+            tries_ab = tries_ba = 0
+            cc = congestion or self.probe_congestion()
             if bulk_seconds > 0:
-                good_ab = _best_goodput(a, b_end, fwd.shape, bulk_seconds, cc)
-                good_ba = _best_goodput(b, a_end, back.shape, bulk_seconds, cc)
+                good_ab, tries_ab = best_goodput(
+                    a, b_end, fwd.shape.rate_mbit, fwd.shape.loss_pct, bulk_seconds, cc
+                )
+                good_ba, tries_ba = best_goodput(
+                    b, a_end, back.shape.rate_mbit, back.shape.loss_pct, bulk_seconds, cc
+                )
             out.append(
                 LinkProbe(
                     run_id=self.run_id,
@@ -578,11 +582,15 @@ class Topology:
                     loss_a_to_b_pct=fwd.shape.loss_pct,
                     loss_b_to_a_pct=back.shape.loss_pct,
                     goodput_congestion=cc if bulk_seconds > 0 else "",
+                    goodput_steal_pct=max(
+                        (g.steal_pct for g in (good_ab, good_ba) if g is not None), default=0.0
+                    ),
+                    goodput_attempts=tries_ab + tries_ba,
                 )
             )
         return out
 
-    def _probe_congestion(self) -> str:
+    def probe_congestion(self) -> str:
         """BBR for the goodput check where the kernel has it: the check asks whether the
         *link* carries its rate, and BBR measures the bottleneck in a second or two, where a
         CUBIC flow at a 30 ms RTT is often still recovering from slow start's overshoot
@@ -603,25 +611,6 @@ class Topology:
             lead_us=dict(self.lead_us),
             notes=list(self.notes),
         )
-
-
-# a goodput this far below the line is measured once more (the better one is kept)
-GOODPUT_RETRY_BELOW = 0.9
-
-
-def _best_goodput(
-    src: Endpoint, dst: Endpoint, shape: Shape, seconds: float, congestion: str
-) -> GoodputResult:
-    """Bulk goodput, measured a second time when the first falls short of the line: one
-    2 s flow on a 2-vCPU machine is easily cut short by CPU contention with the userspace
-    delay stage, which says nothing about the link; a link that cannot carry its rate
-    misses twice. Lossy links (where the rate is not checked) are measured once."""
-    first = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
-    rate = shape.rate_mbit
-    if rate is None or shape.loss_pct > 0 or first.mbit_steady >= GOODPUT_RETRY_BELOW * rate:
-        return first
-    second = measure_goodput(src, dst, seconds=seconds, congestion=congestion)
-    return max(first, second, key=lambda g: g.mbit_steady)
 
 
 def _low(samples: Sequence[float]) -> float:

@@ -120,6 +120,14 @@ def test_check_probe_within_tolerance_and_each_failure_named() -> None:
     assert "no RTT sample" in check_probe(make_probe(rtt_samples=0))[0]
 
 
+def test_a_short_goodput_under_steal_names_the_host() -> None:
+    short = {"goodput_a_to_b_mbit": 300.0, "goodput_attempts": 6}
+    (quiet,) = check_probe(make_probe(**short, goodput_steal_pct=2.0))
+    assert "hypervisor" not in quiet
+    (starved,) = check_probe(make_probe(**short, goodput_steal_pct=38.0))
+    assert "best of 6 flows both ways" in starved and "withheld up to 38 %" in starved
+
+
 def test_summarize_rtt() -> None:
     s = summarize_rtt([float(x) for x in range(1, 101)], lost=3)
     assert (s.samples, s.lost, s.min_ms, s.max_ms) == (100, 3, 1.0, 100.0)
