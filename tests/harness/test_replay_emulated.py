@@ -1,7 +1,8 @@
 """`pddbench replay` of the built-in scenarios inside the emulated topology (root only).
 
 One subprocess replays a small trace against same-dc-pd, cross-dc-pd and pdd, each deployed
-into its own network namespaces with the emulated 10 Gbit/s / 15 ms WAN. The trace has
+into its own network namespaces with the emulated 10 Gbit/s / 15 ms WAN (at 1/100, see
+LIGHT_SCALE). The trace has
 low-hit first turns (~60K uncached tokens: ~2.8 GB of modelled KV, ~2.2 s over the WAN,
 beyond pdd's 2 s TTFT target) and high-hit second turns. The test checks the replay's
 bookkeeping (every request once, turn order plus think time, token integrity), that pdd
@@ -21,6 +22,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from pddbench.harness.config.scenario import scenario_text
 from tests.traces import chain_trace
 
 
@@ -47,6 +49,25 @@ SESSION_GAP_S = 1.0
 # come well after that, so pdd's queue-aware routing can send them P->MD
 THINK_S = 20.0
 OUTPUT_TOKENS = 16
+
+
+# The built-ins at a fixed 1/100 emulation scale instead of the automatic 1/20: a 100 Mbit/s
+# line puts 5x fewer packets through the userspace delay stage, so the deploy's link probe
+# keeps its margin on a 2-vCPU CI host whose vCPUs wake late (probe goodput 45-70 % of
+# 500 Mbit/s with 26-43 % steal seen there, where a quiet host carries 95 %). Transfer
+# times in real-scale terms are the same (bytes and rate both divided); what is under test
+# here is the built-ins' behaviour, not the link rate (tests/netem and bench_netem own that).
+LIGHT_SCALE = 100
+
+
+def light_scenario(name: str, folder: Path) -> Path:
+    """A copy of built-in scenario ``name`` at ``LIGHT_SCALE``; everything else as built."""
+    text, _ = scenario_text(name)
+    light = text.replace('emulation_scale = "auto"', f"emulation_scale = {LIGHT_SCALE}", 1)
+    assert light != text, f"built-in {name} no longer declares emulation_scale = auto"
+    path = folder / f"{name}.toml"
+    path.write_text(light)
+    return path
 
 
 def _cold_then_warm(s: int, t: int) -> list[int]:
@@ -169,7 +190,9 @@ def _check_bookkeeping(df: pd.DataFrame, expected_ids: set[str]) -> None:
 def test_builtin_scenarios_in_emulated_topology(tmp_path, run_watch) -> None:
     trace = emulated_trace(tmp_path / "t.parquet")
     out = tmp_path / "o"
-    scenario_args = [arg for name in SCENARIOS for arg in ("--scenario", name)]
+    scenario_args = [
+        arg for name in SCENARIOS for arg in ("--scenario", str(light_scenario(name, tmp_path)))
+    ]
     code, err = replay(["--trace", str(trace), *scenario_args], out, run_watch)
     assert code == 0, err[-3000:]
     assert "Traceback" not in err

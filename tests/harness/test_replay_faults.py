@@ -21,8 +21,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.harness.config.scenario import scenario_text
-from tests.harness.test_replay_emulated import PDDBENCH, ROOT, SKIP_REASON, RunWatch, run_watch
+from tests.harness.test_replay_emulated import (
+    PDDBENCH,
+    ROOT,
+    SKIP_REASON,
+    RunWatch,
+    light_scenario,
+    run_watch,
+)
 from tests.traces import chain_trace
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
@@ -49,23 +55,9 @@ def busy_trace(path: Path) -> Path:
     )
 
 
-def light_pdd(folder: Path) -> Path:
-    """The built-in pdd at a fixed 1/100 emulation scale (a 100 Mbit/s line, 5x fewer
-    packets through the userspace delay stage than the automatic 1/20): what is under test
-    here is the fault path, not the link rate, so the deploy's link probe keeps its margin
-    on a 2-vCPU CI host whose vCPUs wake late (probe goodput 63-67 % of 500 Mbit/s seen
-    there). Everything else is the built-in scenario."""
-    text, _ = scenario_text("pdd")
-    light = text.replace('emulation_scale = "auto"', "emulation_scale = 100", 1)
-    assert light != text, "the built-in pdd no longer declares emulation_scale = auto"
-    path = folder / "pdd.toml"
-    path.write_text(light)
-    return path
-
-
 def _start(trace: Path, out: Path, watch: RunWatch) -> subprocess.Popen[str]:
     watch.out_dirs.append(out)
-    scenario = light_pdd(trace.parent)
+    scenario = light_scenario("pdd", trace.parent)
     proc = subprocess.Popen(
         [
             *PDDBENCH,
