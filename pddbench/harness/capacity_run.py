@@ -31,10 +31,11 @@ from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
-from pddbench.harness.plan.ladder import LadderSearch, LadderVerdict, wilson, window_selection
-from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
+from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
+from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.sessions import plan_requests
+from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
 from pddbench.workloads.schema import Col
@@ -52,22 +53,14 @@ def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
 
 
 def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
-    """The planned send offsets of a point from the trace (what sizes a powered point),
-    cached: every system of the main job walks the same ladder windows."""
-    cache: dict[tuple[float, float, float], list[float]] = {}
+    """The planned send offsets of a point from the trace (what sizes a powered point and
+    finds its load scale for a rate rung): indexed once, so the many queries a rate rung
+    makes are cheap; every system of the main job walks the same schedule."""
+    index = ScheduleIndex(trace.table, options.selection)
     base = options.selection.speedup
 
     def offsets(start_s: float, load: float, send_s: float) -> list[float]:
-        key = (start_s, load, send_s)
-        if key not in cache:
-            window = PointWindow(0, load, start_s, send_s * base * load)
-            planned = plan_requests(
-                trace.table,
-                window_selection(options.selection, window, base),
-                think_policy=options.think_policy,
-            )
-            cache[key] = sorted(r.arrival_s for r in planned if r.arrival_s < send_s)
-        return cache[key]
+        return index.offsets(start_s, base * load, send_s * base * load, send_s)
 
     return offsets
 

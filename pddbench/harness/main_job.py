@@ -27,8 +27,8 @@ from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder, trace_schedule
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison

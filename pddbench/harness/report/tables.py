@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.analysis.breakdowns import Breakdown
 from pddbench.harness.analysis.units import fmt
-from pddbench.harness.plan.ladder import LadderPoint
+from pddbench.harness.plan.ladder_verdict import LadderPoint
 from pddbench.harness.report.model import Report
 
 
