@@ -3,8 +3,9 @@
 Deploys the scenario once and runs each point the search asks for as a short replay in
 its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
 earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
-warm-up plus the measured time the search chose (powered points are sized from the
-trace's planned schedule, :func:`trace_schedule`: the same for every system). Times
+warm-up plus the measured time the search chose (powered points are sized, and their
+load scales found for their rate rungs, from the trace's planned schedule,
+:func:`trace_schedule`: the same for every system). Times
 each point (sending + draining) for the search's time budget. Measures each point from its records
 (:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
@@ -92,6 +93,8 @@ def run_ladder(
         base_speedup=base_speedup,
         schedule=schedule or trace_schedule(trace, options),
     )
+    if search.origin_rps is not None:
+        echo(f"pddbench: {scenario.name}: {settings.describe_walk(search.origin_rps)}")
     runs: list[Path] = []
     deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
@@ -129,6 +132,9 @@ def run_ladder(
                 warmup_s=window.warmup_s,
                 point_s=window.measure_s,
                 request_limit_s=settings.request_limit_s,
+                target_rps=window.target_rps,
+                planned_rps=window.planned_rps,
+                planned_requests=window.planned_requests,
             )
             manifest.probe_check = check_probes
             manifest.emulation = EmulationStatus(
@@ -167,10 +173,17 @@ def run_ladder(
             search.record(m)
             excluded = m.health.exclusion(settings)
             lo, hi = wilson(m.met, m.requests, settings.confidence)
+            planned = (
+                ""
+                if window.planned_requests is None
+                else f" of {window.planned_requests} planned"
+                + ("" if window.planned_rps is None else f" ({window.planned_rps:.3g} req/s)")
+            )
             echo(
                 f"pddbench: {scenario.name} x{window.load:.3g}"
-                f"{' (bisecting)' if window.bisect else ''}: {m.requests} requests in "
-                f"{window.measure_s:g} s (+{m.warmup_excluded} warm-up, {m.censored} censored), "
+                f"{' (bisecting)' if window.bisect else ''}: {m.requests} requests{planned} in "
+                f"{window.measure_s:g} s, offered {m.offered_rps:.3g} req/s "
+                f"(+{m.warmup_excluded} warm-up, {m.censored} censored), "
                 f"attainment {m.attainment:.1%} [{lo:.1%}, {hi:.1%}], goodput "
                 f"{m.goodput_rps:.2f} req/s, {wall_s:.0f} s wall"
                 + (f"; EXCLUDED: {excluded}" if excluded else "")

@@ -373,8 +373,8 @@ def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() ->
     search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=3.0)))
     t = points_table([search.verdict("pdd")])
     assert [r[1].text for r in t.rows] == ["x4", "x8", "x5.66 (bisect)"]
-    assert t.rows[0][6].text == "100.0% [99.0%, 100.0%]"
-    assert t.rows[2][7].text.startswith("schedule lag") and t.rows[0][7].text == "no"
+    assert t.rows[0][7].text == "100.0% [99.0%, 100.0%]"
+    assert t.rows[2][8].text.startswith("schedule lag") and t.rows[0][8].text == "no"
 
 
 STEPPING = dataclasses.replace(SETTINGS, start=4.0, descend_points=2, bisect_points=1)

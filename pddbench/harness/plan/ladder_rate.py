@@ -9,8 +9,9 @@ schedule plans for a point at ``x`` from a cursor (its powered measured time and
 requests intended after the warm-up in it); :func:`scale_for_rate` finds the ``x`` whose
 planned rate is within ``rate_tolerance`` of the rung's, in ``[load_floor, load_cap]``
 (a proportional step, then geometric bisection once bracketed; the closest query when the
-budget of queries runs out; the cap's plan when even the cap falls short). Planned, not
-measured: the same for every system. No I/O.
+budget of queries runs out or even the cap falls short: with the warm-up and the measured
+time both stretched over more trace, a steep decline can make a higher scale offer less).
+Planned, not measured: the same for every system. No I/O.
 """
 
 from __future__ import annotations
@@ -96,11 +97,11 @@ def scale_for_rate(
         if p.planned_rps < target_rps:
             below = x if below is None else max(below, x)
             if x >= cap:
-                return p  # the cap falls short: its rate is what the point offers
+                break  # the cap falls short: the closest (highest) rate found is taken
         else:
             above = x if above is None else min(above, x)
             if x <= floor:
-                return p
+                break
         step = settings.growth**2
         ratio = target_rps / p.planned_rps if p.planned_requests else step
         nxt = x * min(step, max(1.0 / step, ratio))
