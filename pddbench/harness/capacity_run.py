@@ -132,9 +132,6 @@ def run_ladder(
                 warmup_s=window.warmup_s,
                 point_s=window.measure_s,
                 request_limit_s=settings.request_limit_s,
-                target_rps=window.target_rps,
-                planned_rps=window.planned_rps,
-                planned_requests=window.planned_requests,
             )
             manifest.probe_check = check_probes
             manifest.emulation = EmulationStatus(

@@ -38,7 +38,7 @@ from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
 
-# The main job's time plan. Every system gets the same ladder settings (equal loads on the
+# The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
 # ladder, equal power) and an equal share of the job's time: what one system leaves
 # unused is not handed to the next (that would give later systems bigger samples).
 JOB_BUDGET_S = 30 * 60.0

@@ -243,7 +243,8 @@ class LadderSearch:
         if not self.rate_rungs or not self.measures:  # load rungs, or the first rate rung
             target = self.origin_rps if self.rate_rungs else None
             load = s.start if self.rate_rungs else level
-            return plan_point(s, sched, self._cursor, load, measure_cap_s=cap_s, target_rps=target)
+            plan = plan_point(s, sched, self._cursor, load, cap_s)
+            return dataclasses.replace(plan, target_rps=target)
         last = self.measures[-1].window
         guess = last.load * level / last.planned_rps if last.planned_rps else last.load
         return scale_for_rate(s, sched, self._cursor, level, guess, measure_cap_s=cap_s)

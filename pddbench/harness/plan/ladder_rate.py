@@ -16,6 +16,7 @@ Planned, not measured: the same for every system. No I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,21 +53,15 @@ def planned_in(settings: LadderSettings, offsets: Sequence[float], measure_s: fl
 
 
 def plan_point(
-    settings: LadderSettings,
-    schedule: Schedule,
-    cursor_s: float,
-    load: float,
-    *,
-    measure_cap_s: float | None = None,
-    target_rps: float | None = None,
+    settings: LadderSettings, sched: Schedule, at_s: float, load: float, cap_s: float | None = None
 ) -> PointPlan:
-    """The point at ``load`` from trace time ``cursor_s``: powered measured time (at most
-    ``measure_cap_s``) and the requests the schedule intends in it."""
-    offsets = schedule(cursor_s, load, settings.send_s)
+    """The point at ``load`` from trace time ``at_s``: powered measured time (at most
+    ``cap_s``) and the requests the schedule intends in it."""
+    offsets = sched(at_s, load, settings.send_s)
     measure = powered_measure_s(settings, offsets)
-    if measure_cap_s is not None:
-        measure = min(measure, measure_cap_s)
-    return PointPlan(load, measure, planned_in(settings, offsets, measure), target_rps)
+    if cap_s is not None:
+        measure = min(measure, cap_s)
+    return PointPlan(load, measure, planned_in(settings, offsets, measure))
 
 
 def scale_for_rate(
@@ -88,8 +83,8 @@ def scale_for_rate(
     tried: list[PointPlan] = []
     x = min(cap, max(floor, guess))
     for _ in range(settings.rate_iterations):
-        p = plan_point(
-            settings, schedule, cursor_s, x, measure_cap_s=measure_cap_s, target_rps=target_rps
+        p = dataclasses.replace(
+            plan_point(settings, schedule, cursor_s, x, measure_cap_s), target_rps=target_rps
         )
         tried.append(p)
         if p.error() <= tol:

@@ -88,10 +88,6 @@ class LadderPointInfo(_Section):
     warmup_s: float
     point_s: float
     request_limit_s: float
-    # rate rungs: the rung's offered rate and what the trace's schedule planned there
-    target_rps: float | None = None
-    planned_rps: float | None = None
-    planned_requests: int | None = None
 
 
 class RunManifest(BaseModel):
