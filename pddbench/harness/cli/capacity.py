@@ -112,7 +112,9 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     if target_pct is not None:
         sla = with_overrides(sla, {"target_pct": target_pct})
     options = dataclasses.replace(options, max_duration_s=None)
-    click.echo(f"pddbench: {settings.describe_walk()}; {settings.warmup_s:g} s warm-up "
+    click.echo(f"pddbench: ladder of offered rates from what x{settings.start:g} offers at the "
+               f"origin, x{settings.growth:g} a rung, {settings.max_points} rungs (+ <= "
+               f"{settings.bisect_points} bisection points); {settings.warmup_s:g} s warm-up "
                f"+ {settings.point_s:g}-{settings.longest_point_s:g} s measured per point (until "
                f"the trace offers {settings.min_requests} requests), at most "
                f"{settings.budget_s / 60:.0f} min; SLA {sla.describe()}", err=True)
