@@ -3,8 +3,9 @@
 Deploys the scenario once and runs each point the search asks for as a short replay in
 its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
 earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
-warm-up plus the measured time the search chose (powered points are sized from the
-trace's planned schedule, :func:`trace_schedule`: the same for every system). Times
+warm-up plus the measured time the search chose (powered points are sized, and their
+load scales found for their rate rungs, from the trace's planned schedule,
+:func:`trace_schedule`: the same for every system). Times
 each point (sending + draining) for the search's time budget. Measures each point from its records
 (:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
@@ -31,10 +32,11 @@ from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
-from pddbench.harness.plan.ladder import LadderSearch, LadderVerdict, wilson, window_selection
-from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
+from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
+from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.sessions import plan_requests
+from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
 from pddbench.workloads.schema import Col
@@ -52,22 +54,14 @@ def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
 
 
 def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
-    """The planned send offsets of a point from the trace (what sizes a powered point),
-    cached: every system of the main job walks the same ladder windows."""
-    cache: dict[tuple[float, float, float], list[float]] = {}
+    """The planned send offsets of a point from the trace (what sizes a powered point and
+    finds its load scale for a rate rung): indexed once, so the many queries a rate rung
+    makes are cheap; every system of the main job walks the same schedule."""
+    index = ScheduleIndex(trace.table, options.selection)
     base = options.selection.speedup
 
     def offsets(start_s: float, load: float, send_s: float) -> list[float]:
-        key = (start_s, load, send_s)
-        if key not in cache:
-            window = PointWindow(0, load, start_s, send_s * base * load)
-            planned = plan_requests(
-                trace.table,
-                window_selection(options.selection, window, base),
-                think_policy=options.think_policy,
-            )
-            cache[key] = sorted(r.arrival_s for r in planned if r.arrival_s < send_s)
-        return cache[key]
+        return index.offsets(start_s, base * load, send_s * base * load, send_s)
 
     return offsets
 
@@ -99,6 +93,8 @@ def run_ladder(
         base_speedup=base_speedup,
         schedule=schedule or trace_schedule(trace, options),
     )
+    if search.origin_rps is not None:
+        echo(f"pddbench: {scenario.name}: {settings.describe_walk(search.origin_rps)}")
     runs: list[Path] = []
     deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
@@ -174,10 +170,17 @@ def run_ladder(
             search.record(m)
             excluded = m.health.exclusion(settings)
             lo, hi = wilson(m.met, m.requests, settings.confidence)
+            planned = (
+                ""
+                if window.planned_requests is None
+                else f" of {window.planned_requests} planned"
+                + ("" if window.planned_rps is None else f" ({window.planned_rps:.3g} req/s)")
+            )
             echo(
                 f"pddbench: {scenario.name} x{window.load:.3g}"
-                f"{' (bisecting)' if window.bisect else ''}: {m.requests} requests in "
-                f"{window.measure_s:g} s (+{m.warmup_excluded} warm-up, {m.censored} censored), "
+                f"{' (bisecting)' if window.bisect else ''}: {m.requests} requests{planned} in "
+                f"{window.measure_s:g} s, offered {m.offered_rps:.3g} req/s "
+                f"(+{m.warmup_excluded} warm-up, {m.censored} censored), "
                 f"attainment {m.attainment:.1%} [{lo:.1%}, {hi:.1%}], goodput "
                 f"{m.goodput_rps:.2f} req/s, {wall_s:.0f} s wall"
                 + (f"; EXCLUDED: {excluded}" if excluded else "")

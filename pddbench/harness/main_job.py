@@ -25,10 +25,11 @@ from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder, trace_schedule
+from pddbench.harness.capacity_run import VERDICT_FILE, ladder_origin, run_ladder, trace_schedule
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.ladder import LadderVerdict
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
+from pddbench.harness.plan.ladder_rate import plan_point
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
@@ -37,7 +38,7 @@ from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.workloads.traceio import Trace
 
-# The main job's time plan. Every system gets the same ladder settings (equal loads on the
+# The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
 # ladder, equal power) and an equal share of the job's time: what one system leaves
 # unused is not handed to the next (that would give later systems bigger samples).
 JOB_BUDGET_S = 30 * 60.0
@@ -55,13 +56,16 @@ def main_ladder(systems: int, *, quick: bool = False) -> LadderSettings:
     return dataclasses.replace(base, time_budget_s=max(floor, share))
 
 
-def plan_text(settings: LadderSettings, systems: int, quick: bool = False) -> str:
-    """The plan printed before the first system: points × seconds × systems, and the total."""
+def plan_text(
+    settings: LadderSettings, systems: int, quick: bool = False, origin_rps: float | None = None
+) -> str:
+    """The plan printed before the first system: points × seconds × systems, and the total
+    (``origin_rps``: the first rate rung, what the start scale offers at the origin)."""
     s = settings
     total = systems * (DEPLOY_ALLOWANCE_S + s.budget_s) + REPORT_RESERVE_S
     return (
         f"{systems} systems x (deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then "
-        f"{s.describe_walk()}; "
+        f"{s.describe_walk(origin_rps)}; "
         f"each point {s.warmup_s:g} s warm-up + {s.point_s:g}-{s.longest_point_s:g} s "
         f"measured (until the trace offers {s.min_requests} requests) + <= "
         f"{s.request_limit_s:g} s draining + {s.point_overhead_s:g} s reading; <= "
@@ -86,8 +90,13 @@ def main_verdict(
     """Run the ladder for every system, report the common-load runs, print the verdict."""
     settings = main_ladder(len(scenarios), quick=quick)
     began = time.monotonic()
-    click.echo(f"pddbench: main job: {plan_text(settings, len(scenarios), quick)}", err=True)
     schedule = trace_schedule(trace, options)  # one for all: every system walks the same
+    first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
+    origin_rps = first.planned_rps if first.planned_requests else None
+    click.echo(
+        f"pddbench: main job: {plan_text(settings, len(scenarios), quick, origin_rps)}",
+        err=True,
+    )
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
     for name in scenarios:
@@ -164,7 +173,7 @@ def verdict_table(
         rows.append(
             (
                 TCell(v.system),
-                TCell(f"x{first.load_scale:g}: {first.offered_rps:.3g} req/s" if first else "-"),
+                TCell(f"{first.label()}: {first.offered_rps:.3g} req/s measured" if first else "-"),
                 TCell(f"{m.shown('ttft.p50'):.3g} / {m.shown('ttft.p99'):.3g}" if m else "-"),
                 TCell(f"{m.shown('tpot.p50'):.3g}" if m else "-"),
                 TCell(
@@ -190,7 +199,8 @@ def verdict_table(
             "measured requests",
         ),
         tuple(rows),
-        "Capacity: the highest ladder load whose SLA attainment met the target; interval "
+        "Capacity: the highest offered rate on the ladder whose SLA attainment met the "
+        "target; interval "
         "from the highest point surely meeting it to the lowest surely missing it (Wilson). "
         "load-bounded: no point missed (or the harness fell behind), so the goodput is a "
         "lower bound and its ratio to cost is not the BCR.",
@@ -198,19 +208,27 @@ def verdict_table(
 
 
 def points_table(ladders: list[LadderVerdict]) -> Table:
-    """Every point of every system's walk: load, time, offered rate, measured requests,
-    attainment with its interval, and why a point was excluded."""
+    """Every point of every system's walk: its rung (planned offered rate and load scale),
+    time, planned and measured offered rate and requests, attainment with its interval,
+    and why a point was excluded."""
     rows = []
     for lad in ladders:
         for p in lad.points:
+            kind = " (bisect)" if p.bisect else " (step down)" if p.descend else ""
+            planned = "-" if p.planned_rps is None else f"{p.planned_rps:.3g}"
+            target = "" if p.target_rps is None else f" (rung {p.target_rps:.3g})"
             rows.append(
                 (
                     TCell(lad.system),
-                    TCell(f"x{p.load_scale:.3g}" + (" (bisect)" if p.bisect else "")),
+                    TCell(p.label() + kind),
                     TCell("-" if p.measure_s is None else f"{p.measure_s:g}"),
                     TCell("-" if p.wall_s is None else f"{p.wall_s:.0f}"),
+                    TCell(planned + target),
                     TCell(f"{p.offered_rps:.3g}"),
-                    TCell(f"{p.requests}"),
+                    TCell(
+                        f"{p.requests}"
+                        + ("" if p.planned_requests is None else f" / {p.planned_requests}")
+                    ),
                     TCell(
                         f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"
                     ),
@@ -221,15 +239,18 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
         "Ladder points",
         (
             "system",
-            "load",
+            "point",
             "measured s",
             "wall s",
-            "offered req/s",
-            "measured requests",
+            "planned offered req/s",
+            "measured offered req/s",
+            "measured / planned requests",
             "SLA attainment [interval]",
             "excluded",
         ),
         tuple(rows),
-        "Each point replays sessions no earlier point sent; its warm-up is excluded; "
+        "Each point replays sessions no earlier point sent; its warm-up is excluded; its "
+        "load scale is chosen so that the trace's schedule plans the rung's offered rate "
+        "(closed-loop sessions: the measured offered rate follows the system's pace); "
         "interval: Wilson, the ladder's confidence.",
     )

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.sla import SLA, check
-from pddbench.harness.plan.ladder import LadderVerdict, PointHealth, PointMeasure
+from pddbench.harness.plan.ladder import PointHealth, PointMeasure
 from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 
 LOST_METRIC = "pdd_scheduler_lost_seconds_total"
 

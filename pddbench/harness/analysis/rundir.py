@@ -35,7 +35,7 @@ from pddbench.harness.analysis.recordset import (
     RecordSet,
 )
 from pddbench.harness.analysis.sla import SLA, sla_from_mapping
-from pddbench.harness.plan.ladder import LadderVerdict
+from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import REQUIRED_COLUMNS, latency_columns

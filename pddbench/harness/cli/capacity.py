@@ -40,9 +40,11 @@ from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
               help="SLA attainment target in percent (default: the scenario's SLA target).")
 @click.option("--sla", "sla_text", default=None, help="SLA overrides, e.g. ttft=2,tpot=30ms.")
 @click.option("--start", "start_load", type=float, default=DEFAULT_LADDER.start, show_default=True,
-              help="First load scale of the ladder (x the base arrival rate).")
+              help="First load scale of the ladder (x the base arrival rate); what it "
+              "offers at the walk's origin is the first rung's rate.")
 @click.option("--growth", type=float, default=DEFAULT_LADDER.growth, show_default=True,
-              help="Load factor between ladder points.")
+              help="Offered-rate factor between ladder rungs (each point's load scale is "
+              "chosen from the trace's schedule to offer its rung's rate).")
 @click.option("--points", "max_points", type=int, default=DEFAULT_LADDER.max_points,
               show_default=True,
               help="Ladder length (the search is bounded in points).")
@@ -110,7 +112,9 @@ def capacity(trace_path: Path, scenario_name: str, target_pct: float | None, sla
     if target_pct is not None:
         sla = with_overrides(sla, {"target_pct": target_pct})
     options = dataclasses.replace(options, max_duration_s=None)
-    click.echo(f"pddbench: {settings.describe_walk()}; {settings.warmup_s:g} s warm-up "
+    click.echo(f"pddbench: ladder of offered rates from what x{settings.start:g} offers at the "
+               f"origin, x{settings.growth:g} a rung, {settings.max_points} rungs (+ <= "
+               f"{settings.bisect_points} bisection points); {settings.warmup_s:g} s warm-up "
                f"+ {settings.point_s:g}-{settings.longest_point_s:g} s measured per point (until "
                f"the trace offers {settings.min_requests} requests), at most "
                f"{settings.budget_s / 60:.0f} min; SLA {sla.describe()}", err=True)

@@ -1,17 +1,24 @@
 """SLA goodput at capacity: one shared load ladder, independent points, intervals, a verdict.
 
 Sans-IO. The caller runs each point (:class:`PointWindow`: which slice of the trace to
-replay, at which load) and hands back what it measured (:class:`PointMeasure`); this
-module decides which point comes next, when to stop, which points count and what the
-capacity is. No files, no clock, no servers: ``pddbench capacity`` and the nightly drive
-the same :class:`LadderSearch`.
+replay, at which load scale, aimed at which rate) and hands back what it measured
+(:class:`PointMeasure`); this module decides which point comes next, when to stop, which
+points count and what the capacity is. No files, no clock, no servers: ``pddbench
+capacity`` and the nightly drive the same :class:`LadderSearch`.
 
 Method (DistServe's goodput: the highest load at which SLA attainment meets its target):
 
-* **One ladder for every system**: loads ``start × growth^k`` for ``k < max_points``; the
-  same settings give every system the same ladder loads, so equal-load comparisons come
-  free. After the first valid miss the search **bisects** (geometric midpoint of the
-  highest load that met and the lowest that missed) ``bisect_points`` times.
+* **One ladder for every system, of offered rates**: the rungs are request rates
+  ``r0 × growth^k`` (``k < max_points``), ``r0`` being what the load scale ``start``
+  offers at the walk's origin by the trace's planned schedule; each point's load scale is
+  searched so that its planned offered rate (requests intended after the warm-up ÷ its
+  measured time) is the rung's (:mod:`~pddbench.harness.plan.ladder_rate`): the walk moves
+  on through a trace whose own rate declines and rises, so a doubled load scale may offer
+  little more, a doubled rate target always asks for about twice the load. Planned from
+  the trace, the rungs and their load scales are the same for every system (equal-rate
+  comparisons come free). After the first valid miss the search **bisects** (geometric
+  midpoint of the highest rate that met and the lowest that missed) ``bisect_points``
+  times. Without a schedule the rungs are load scales ``start × growth^k``.
 * **Powered points**: a point measures until the trace's planned schedule has offered
   ``min_requests`` after its warm-up (:func:`powered_measure_s`), at least ``point_s`` and
   at most ``max_point_s``: sized from the trace, not from what a system measured, so every
@@ -41,13 +48,13 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   SLA bound lies beyond the limit could still have met it, so it is excluded from the
   point's figures and counted (``censored``), never scored as a miss.
 * **Attainable SLA**: when the first rung already misses, the search steps down
-  (``start / growth^j``, at most ``descend_points`` times, each on a fresh stretch) so a
+  (its rate ÷ ``growth^j``, at most ``descend_points`` times, each on a fresh stretch) so a
   system slower than the ladder's start still gets a capacity; it refuses an SLA the system
   misses at the lowest load it tried, naming the criterion (TTFT, TPOT, E2E) that fell short.
 
-Goodput at capacity is the most SLA goodput any point that met the target achieved: the
-walk moves through the trace, whose own rate varies, so a higher load scale need not
-offer more requests per second (each point records its offered rate).
+Goodput at capacity is the most SLA goodput any point that met the target achieved (a
+closed loop offers what the system lets it: the measured offered rate can differ from
+the planned one; each point records both, and its load scale).
 
 Verdict basis: ``capacity`` (a valid point missed above one that met: the capacity is
 the highest point that met below the lowest that missed), ``load-bounded`` (no valid
@@ -61,20 +68,12 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from pddbench.harness.plan.ladder_points import (
-    LadderSettings,
-    PointWindow,
-    Schedule,
-    _window,
-    powered_measure_s,
-)
+from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule, _window
+from pddbench.harness.plan.ladder_rate import PointPlan, plan_point, scale_for_rate
+from pddbench.harness.plan.ladder_verdict import RECORDED, Basis, LadderPoint, LadderVerdict
 from pddbench.harness.plan.sessions import Selection
 
-Basis = Literal["capacity", "load-bounded", "refused"]
 CRITERIA = ("ttft", "tpot", "e2e")
 
 
@@ -148,94 +147,19 @@ class PointMeasure:
         return self.met / self.measured_s if self.measured_s > 0 else 0.0
 
 
-class LadderPoint(BaseModel):
-    """The file form of one point (``capacity.json`` ``points``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    index: int
-    load_scale: float
-    trace_start_s: float
-    trace_duration_s: float
-    measure_s: float | None = None  # measured wall time (after the warm-up)
-    bisect: bool = False  # a bisection point (between the highest met and lowest missed)
-    wall_s: float | None = None  # sending + draining
-    requests: int
-    met: int
-    met_by: dict[str, int]
-    warmup_excluded: int
-    censored: int = 0
-    attainment: float
-    attainment_low: float
-    attainment_high: float
-    goodput: float
-    offered_rps: float
-    schedule_lag_p99_s: float | None = None
-    excluded: str | None = None  # why the point does not count
-
-
-class LadderVerdict(BaseModel):
-    """The file form of a search: settings, every point, the capacity and its basis."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    system: str
-    target_pct: float = Field(gt=0, le=100)
-    confidence: float
-    warmup_s: float
-    point_s: float
-    max_lag_p99_s: float
-    loads: list[float]  # the ladder's (bisection points carry their own load)
-    min_requests: int = 0  # the power rule: see LadderSettings
-    max_point_s: float | None = None
-    bisect_points: int = 0
-    descend_points: int = 0
-    time_budget_s: float | None = None
-    spent_s: float = 0.0  # wall time the points took (sending + draining)
-    points: list[LadderPoint]
-    basis: Basis
-    reason: str
-    capacity_load_scale: float | None = None
-    # req/s meeting the SLA: the most any point that met the target achieved (the trace's
-    # own rate varies along the walk, so a higher load scale need not offer more)
-    capacity_goodput: float | None = None
-    capacity_low: float | None = None  # req/s; 0 when no point surely met
-    capacity_high: float | None = None  # req/s; None when no point surely missed
-    measured_requests: int = 0
-
-    def describe(self) -> str:
-        if self.basis == "refused":
-            return f"{self.system}: refused: {self.reason}"
-        if self.capacity_goodput is None:
-            return f"{self.system}: {self.basis}: {self.reason}"
-        if self.basis != "capacity":
-            return (
-                f"{self.system}: load-bounded (not a capacity) goodput "
-                f"{self.capacity_goodput:.3g} req/s at x{self.capacity_load_scale:g}; {self.reason}"
-            )
-        high = "open" if self.capacity_high is None else f"{self.capacity_high:.3g}"
-        return (
-            f"{self.system}: capacity goodput {self.capacity_goodput:.3g} req/s at x"
-            f"{self.capacity_load_scale:g} [{self.capacity_low or 0:.3g}, {high}] "
-            f"({self.confidence:.0%}); {self.reason}"
-        )
-
-
-# settings recorded in verdicts
-_RECORDED = ("min_requests", "max_point_s", "bisect_points", "descend_points", "time_budget_s")
-
-
 class LadderSearch:
     """Walks the ladder for one system: ``next_window()`` → run it → ``record()``.
 
-    Climbs ``start × growth^k`` until a valid point misses the target, then bisects
-    (geometric midpoint) between the highest load that met and the lowest that missed,
-    ``bisect_points`` times. When the first rung already misses it steps down
-    (``start / growth^j``, ``descend_points`` times) until a point meets, then bisects
-    as above; it refuses only when the lowest of those misses too. Every point, bisection
-    and step-down ones too, replays the next stretch of the trace. With a ``schedule``
-    each point is powered (:func:`powered_measure_s`); without, it measures ``point_s``.
-    No point starts that the time budget cannot hold."""
+    Climbs the rungs until a valid point misses the target, then bisects (geometric
+    midpoint) between the highest rung that met and the lowest that missed,
+    ``bisect_points`` times. When the first rung already misses it steps down (÷ growth,
+    ``descend_points`` times) until a point meets, then bisects as above; it refuses only
+    when the lowest of those misses too. Every point, bisection and step-down ones too,
+    replays the next stretch of the trace. With a ``schedule`` the rungs are **offered
+    rates** (the first: what ``start`` offers at the origin, then × growth; each point's
+    load scale is searched for its rate, :func:`scale_for_rate`) and every point is powered
+    (:func:`powered_measure_s`); without, the rungs are load scales ``start × growth^k`` and
+    a point measures ``point_s``. No point starts that the time budget cannot hold."""
 
     def __init__(
         self,
@@ -257,70 +181,116 @@ class LadderSearch:
         self.measures: list[PointMeasure] = []
         self.spent_s = 0.0
         self._cursor = origin_s
-        self._met: float | None = None  # highest load that met (below every miss)
-        self._missed: float | None = None  # lowest load that missed
+        self._met: PointWindow | None = None  # the highest rung that met (below every miss)
+        self._missed: PointWindow | None = None  # the lowest rung that missed
+        self._descended = 0
         self._pending: PointWindow | None = None
         self._stop: tuple[Basis, str] | None = None
+        # rate rungs: what ``start`` offers at the origin (none planned there: load rungs)
+        self.origin_rps: float | None = None
+        if schedule is not None:
+            first = plan_point(settings, schedule, origin_s, settings.start)
+            self.origin_rps = first.planned_rps if first.planned_requests else None
+
+    @property
+    def rate_rungs(self) -> bool:
+        return self.origin_rps is not None
+
+    def level(self, w: PointWindow) -> float:
+        """What orders the points: the planned offered rate (rate rungs), else the load."""
+        return w.planned_rps if self.rate_rungs and w.planned_rps is not None else w.load
+
+    def _label(self, w: PointWindow) -> str:
+        if self.rate_rungs and w.planned_rps is not None:
+            return f"{w.planned_rps:.3g} req/s (x{w.load:.3g})"
+        return f"x{w.load:.3g}"
+
+    def _rung(self, level: float) -> str:
+        return f"{level:.3g} req/s" if self.rate_rungs else f"x{level:.3g}"
 
     # -- walking -------------------------------------------------------------------------
-    def _next_load(self) -> tuple[float, bool] | None:
+    def _next(self) -> tuple[float, str] | None:
+        """The next rung's level and kind (``climb``, ``descend``, ``bisect``), or None."""
         s = self.settings
         if self._missed is None:
             k = len(self.measures)
             if k >= s.max_points:
                 self._stop = ("load-bounded", "met the target at every ladder point")
                 return None
-            return s.start * s.growth**k, False
+            return (self.origin_rps or s.start) * s.growth**k, "climb"
         if self._met is None:  # every point so far missed: step down (record() refuses)
-            return self._missed / s.growth, False
+            return self.level(self._missed) / s.growth, "descend"
         done = sum(1 for m in self.measures if m.window.bisect)
-        if done >= s.bisect_points or self._met is None:
+        if done >= s.bisect_points:
             self._stop = ("capacity", self._capacity_reason())
             return None
-        return math.sqrt(self._met * self._missed), True
+        return math.sqrt(self.level(self._met) * self.level(self._missed)), "bisect"
 
     def _capacity_reason(self, extra: str = "") -> str:
+        assert self._met is not None and self._missed is not None
         n = sum(1 for m in self.measures if m.window.bisect)
         return (
-            f"met the target at x{self._met:g}, missed at x{self._missed:g}"
+            f"met the target at {self._label(self._met)}, missed at {self._label(self._missed)}"
             + (f" ({n} bisection point{'s' * (n != 1)})" if self.settings.bisect_points else "")
             + extra
         )
+
+    def _plan(self, level: float, cap_s: float | None) -> PointPlan | None:
+        """What the schedule plans for the next point (None: no schedule)."""
+        s, sched = self.settings, self.schedule
+        if sched is None:
+            return None
+        if not self.rate_rungs or not self.measures:  # load rungs, or the first rate rung
+            target = self.origin_rps if self.rate_rungs else None
+            load = s.start if self.rate_rungs else level
+            plan = plan_point(s, sched, self._cursor, load, cap_s)
+            return dataclasses.replace(plan, target_rps=target)
+        last = self.measures[-1].window
+        guess = last.load * level / last.planned_rps if last.planned_rps else last.load
+        return scale_for_rate(s, sched, self._cursor, level, guess, measure_cap_s=cap_s)
 
     def next_window(self) -> PointWindow | None:
         if self._stop is not None:
             return None
         if self._pending is not None:
             return self._pending
-        nxt = self._next_load()
+        nxt = self._next()
         if nxt is None:
             return None
-        load, bisect = nxt
+        level, kind = nxt
         s = self.settings
-        measure = s.point_s
-        if self.schedule is not None and s.min_requests > 0:
-            offsets = self.schedule(self._cursor, load, s.send_s)
-            measure = powered_measure_s(s, offsets)
+        cap_s = None
         if s.time_budget_s is not None:
-            left = s.time_budget_s - self.spent_s
-            measure = min(measure, math.floor(left - s.point_cost_s(0.0)))
-            if measure < s.point_s:
-                self._stop_on_budget(load)
+            cap_s = math.floor(s.time_budget_s - self.spent_s - s.point_cost_s(0.0))
+            if cap_s < s.point_s:
+                self._stop_on_budget(level)
                 return None
-        self._pending = _window(
-            s, len(self.measures), load, self._cursor, self.base_speedup, measure, bisect
+        plan = self._plan(level, cap_s)
+        load = level if plan is None else plan.load
+        measure = min(s.point_s, cap_s or math.inf) if plan is None else plan.measure_s
+        w = _window(s, len(self.measures), load, self._cursor, self.base_speedup, measure)
+        self._pending = dataclasses.replace(
+            w,
+            bisect=kind == "bisect",
+            descend=kind == "descend",
+            target_rps=None if plan is None else plan.target_rps,
+            planned_rps=plan.planned_rps if plan is not None and self.rate_rungs else None,
+            planned_requests=None if plan is None else plan.planned_requests,
         )
         return self._pending
 
-    def _stop_on_budget(self, load: float) -> None:
-        why = f"; the time budget ({self.settings.time_budget_s:g} s) held no point at x{load:g}"
+    def _stop_on_budget(self, level: float) -> None:
+        why = (
+            f"; the time budget ({self.settings.time_budget_s:g} s) held no point at "
+            f"{self._rung(level)}"
+        )
         if self._missed is not None:
             self._stop = ("capacity", self._capacity_reason(why))
         else:
             self._stop = (
                 "load-bounded",
                 f"no point missed before the time budget ({self.settings.time_budget_s:g} s) "
-                f"ran out at x{load:g}",
+                f"ran out at {self._rung(level)}",
             )
 
     def record(self, m: PointMeasure) -> None:
@@ -329,28 +299,32 @@ class LadderSearch:
         self._pending = None
         self._cursor = max(self._cursor, m.window.trace_end_s)
         self.spent_s += m.wall_s if m.wall_s is not None else s.point_cost_s(m.window.measure_s)
+        self._descended += m.window.descend
         excluded = m.health.exclusion(s)
-        load = m.window.load
+        w = m.window
         if excluded is not None or m.requests == 0:
             why = excluded or "measured no request"
             if self._missed is not None and self._met is None:  # stepping down
                 self._stop = (
                     "refused",
-                    f"the SLA is missed at x{self._missed:g} and the step down to x{load:g} "
-                    f"was excluded: {why}",
+                    f"the SLA is missed at {self._label(self._missed)} and the step down to "
+                    f"{self._label(w)} was excluded: {why}",
                 )
             elif self._missed is not None:  # bisecting: the capacity stands, narrowing stops
-                self._stop = ("capacity", self._capacity_reason(f"; x{load:g} excluded: {why}"))
+                self._stop = (
+                    "capacity",
+                    self._capacity_reason(f"; {self._label(w)} excluded: {why}"),
+                )
             else:
-                self._stop = ("load-bounded", f"point x{load:g} excluded: {why}")
+                self._stop = ("load-bounded", f"point {self._label(w)} excluded: {why}")
             return
         if m.attainment >= self.target:
-            self._met = load if self._met is None else max(self._met, load)
+            if self._met is None or self.level(w) > self.level(self._met):
+                self._met = w
             return
-        descended = sum(1 for x in self.measures if x.window.load < s.start)
-        if self._met is None and (self._missed is None or descended >= s.descend_points):
-            if descended < s.descend_points:  # the first rung misses: step down next
-                self._missed = load
+        if self._met is None and (self._missed is None or self._descended >= s.descend_points):
+            if self._descended < s.descend_points:  # the first rung misses: step down next
+                self._missed = w
                 return
             # the lowest load tried misses too
             short = [
@@ -361,12 +335,13 @@ class LadderSearch:
             which = ", ".join(short) or f"all criteria together {m.attainment:.1%}"
             self._stop = (
                 "refused",
-                f"the SLA is missed at the lowest load x{load:g} ({which} < "
+                f"the SLA is missed at the lowest load {self._label(w)} ({which} < "
                 f"{self.target:.0%} target): not attainable for this system; loosen that "
                 "criterion or make it scale with the work asked",
             )
             return
-        self._missed = load if self._missed is None else min(self._missed, load)
+        if self._missed is None or self.level(w) < self.level(self._missed):
+            self._missed = w
 
     @property
     def done(self) -> bool:
@@ -382,8 +357,7 @@ class LadderSearch:
         if self._missed is None:
             return s.max_points - len(self.measures) + s.bisect_points
         if self._met is None:
-            descended = sum(1 for m in self.measures if m.window.load < s.start)
-            return s.descend_points - descended + s.bisect_points
+            return s.descend_points - self._descended + s.bisect_points
         return s.bisect_points - bisected
 
     def eta_s(self, elapsed_s: float) -> float:
@@ -398,15 +372,19 @@ class LadderSearch:
         return eta
 
     def progress(self, elapsed_s: float) -> str:
-        """``"point 3/<=6 (x16): 2 done in 4m10s, ETA <= 5m20s"``."""
+        """``"point 3/<=6 (x16, 60 s): 2 done in 4m10s, ETA <= 5m20s"``; rate rungs name
+        the point's planned rate and load scale, and a point whose schedule plans fewer
+        than ``min_requests`` in its longest time says how many it will get."""
         done = len(self.measures)
         total = done + self.points_left()
         nxt = self.next_window()
         if nxt is None:
             now = f"{done}/{done} done"
         else:
-            kind = ", bisecting" if nxt.bisect else ""
-            now = f"point {done + 1}/<={total} (x{nxt.load:.3g}{kind}, {nxt.send_s:g} s)"
+            kind = ", bisecting" if nxt.bisect else ", stepping down" if nxt.descend else ""
+            n, want = nxt.planned_requests, self.settings.min_requests
+            short = f", only {n} of {want} requests planned" if n is not None and n < want else ""
+            now = f"point {done + 1}/<={total} ({self._label(nxt)}{kind}, {nxt.send_s:g} s{short})"
         return f"{now}: {done} done in {_mmss(elapsed_s)}, ETA <= {_mmss(self.eta_s(elapsed_s))}"
 
     # -- result ----------------------------------------------------------------------------
@@ -416,18 +394,23 @@ class LadderSearch:
         self.next_window()  # settles the stop reason when the walk ran out
         basis, reason = self._stop or ("load-bounded", "the walk was cut short")
         valid = [m for m in self.measures if m.health.exclusion(s) is None and m.requests]
-        missed = [m.window.load for m in valid if m.attainment < self.target]
+
+        def level(m: PointMeasure) -> float:
+            return self.level(m.window)
+
+        missed = [level(m) for m in valid if m.attainment < self.target]
         ceiling = min(missed) if missed else math.inf
-        meeting = [m for m in valid if m.attainment >= self.target and m.window.load < ceiling]
-        cap = max(meeting, key=lambda m: m.window.load) if meeting and basis != "refused" else None
+        meeting = [m for m in valid if m.attainment >= self.target and level(m) < ceiling]
+        cap = max(meeting, key=level) if meeting and basis != "refused" else None
 
         def bounds(m: PointMeasure) -> tuple[float, float]:
             return wilson(m.met, m.requests, s.confidence)
 
         surely_met = [m for m in meeting if bounds(m)[0] >= self.target]
         surely_missed = [m for m in valid if bounds(m)[1] < self.target]
-        low = max(surely_met, key=lambda m: m.window.load) if surely_met else None
-        high = min(surely_missed, key=lambda m: m.window.load) if surely_missed else None
+        low = max(surely_met, key=level) if surely_met else None
+        high = min(surely_missed, key=level) if surely_missed else None
+        origin = self.origin_rps
         return LadderVerdict(
             system=system,
             target_pct=self.target * 100,
@@ -436,12 +419,16 @@ class LadderSearch:
             point_s=s.point_s,
             max_lag_p99_s=s.max_lag_p99_s,
             loads=s.loads(),
-            **{k: getattr(s, k) for k in _RECORDED},
+            rungs_rps=None
+            if origin is None
+            else [origin * s.growth**k for k in range(s.max_points)],
+            **{k: getattr(s, k) for k in RECORDED},
             spent_s=self.spent_s,
             points=points,
             basis=basis,
             reason=reason,
             capacity_load_scale=cap.window.load if cap else None,
+            capacity_planned_rps=cap.window.planned_rps if cap and self.rate_rungs else None,
             capacity_goodput=max(m.goodput_rps for m in meeting) if cap else None,
             capacity_low=(low.goodput_rps if low else 0.0) if cap else None,
             capacity_high=high.offered_rps if cap and high else None,
@@ -450,13 +437,18 @@ class LadderSearch:
 
     def _point(self, m: PointMeasure) -> LadderPoint:
         lo, hi = wilson(m.met, m.requests, self.settings.confidence)
+        w = m.window
         return LadderPoint(
-            index=m.window.index,
-            load_scale=m.window.load,
-            trace_start_s=m.window.trace_start_s,
-            trace_duration_s=m.window.trace_duration_s,
-            measure_s=m.window.measure_s,
-            bisect=m.window.bisect,
+            index=w.index,
+            load_scale=w.load,
+            trace_start_s=w.trace_start_s,
+            trace_duration_s=w.trace_duration_s,
+            measure_s=w.measure_s,
+            bisect=w.bisect,
+            descend=w.descend,
+            target_rps=w.target_rps,
+            planned_rps=w.planned_rps,
+            planned_requests=w.planned_requests,
             wall_s=m.wall_s,
             requests=m.requests,
             met=m.met,

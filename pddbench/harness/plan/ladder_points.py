@@ -1,8 +1,10 @@
 """The load ladder's settings and the points it places in the trace (sans-IO).
 
-Owns :class:`LadderSettings` (loads, power, time budget, what counts), the default and quick
-ladders, :class:`PointWindow` and how consecutive points walk on through the trace
-(:func:`point_windows`, :func:`powered_measure_s`). The search that runs them, the
+Owns :class:`LadderSettings` (rungs, power, time budget, what counts), the default and
+quick ladders, :class:`PointWindow` and how consecutive points walk on through the trace
+(:func:`point_windows`, :func:`powered_measure_s`). The rungs are offered request rates
+when the trace's schedule is known (each point's load scale is found for its rate:
+:mod:`pddbench.harness.plan.ladder_rate`), else load scales. The search that runs them, the
 intervals and the verdict are :mod:`pddbench.harness.plan.ladder`. No I/O, no clock.
 """
 
@@ -19,7 +21,7 @@ class LadderSettings:
     """The shared load ladder, the power of its points, its time budget and what counts."""
 
     start: float = 1.0  # load scale of the first point (× the base arrival rate)
-    growth: float = 1.5
+    growth: float = 1.5  # offered-rate factor between rungs (load factor without a schedule)
     max_points: int = 6  # ladder points (bisection points come on top, ``bisect_points``)
     point_s: float = 60.0  # measured wall time per point (after the warm-up); the minimum
     warmup_s: float = 10.0  # excluded at the start of every point
@@ -37,6 +39,12 @@ class LadderSettings:
     # the search's wall time (sending + draining) is kept under this (None: unbounded)
     time_budget_s: float | None = None
     point_overhead_s: float = 5.0  # planning and reading a point, reserved in the budget
+    # rate rungs: a point's load scale is searched in [load_floor, load_cap] until its
+    # planned offered rate is within ``rate_tolerance`` of the rung's (at most
+    # ``rate_iterations`` schedule queries; the closest one is taken)
+    max_load: float | None = None  # None: start × growth^(max_points + 1)
+    rate_tolerance: float = 0.05
+    rate_iterations: int = 12
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.growth > 1 and self.max_points >= 1):
@@ -55,12 +63,42 @@ class LadderSettings:
             raise ValueError("ladder: need max_point_s >= point_s")
         if self.time_budget_s is not None and self.time_budget_s < self.point_cost_s(self.point_s):
             raise ValueError("ladder: the time budget does not hold one point")
+        if self.max_load is not None and self.max_load < self.start:
+            raise ValueError("ladder: need max_load >= start")
+        if not (0 < self.rate_tolerance < 1 and self.rate_iterations >= 1):
+            raise ValueError("ladder: need 0 < rate_tolerance < 1 and rate_iterations >= 1")
 
     def loads(self) -> list[float]:
         return [self.start * self.growth**k for k in range(self.max_points)]
 
-    def describe_walk(self) -> str:
-        """``"ladder x4, x8, x16, x32 (down to x1 if x4 misses) + <= 2 bisection points"``."""
+    @property
+    def load_cap(self) -> float:
+        """The highest load scale a rate rung may use (its rate may fall short there)."""
+        return self.max_load or self.start * self.growth ** (self.max_points + 1)
+
+    @property
+    def load_floor(self) -> float:
+        """The lowest load scale a rate rung may use: two steps below the last step-down."""
+        return self.start / self.growth ** (self.descend_points + 2)
+
+    def describe_walk(self, origin_rps: float | None = None) -> str:
+        """``"ladder x4, x8, x16, x32 (down to x1 if x4 misses) + <= 2 bisection points"``;
+        with ``origin_rps`` (what ``start`` offers at the walk's origin) the rungs are rates:
+        ``"ladder of offered rates 3.84, 7.68, ... req/s (...) ..."``."""
+        if origin_rps is not None:
+            rates = ", ".join(f"{origin_rps * self.growth**k:.3g}" for k in range(self.max_points))
+            down = (
+                f" (down to {origin_rps / self.growth**self.descend_points:.3g} if the first "
+                "misses)"
+                if self.descend_points
+                else ""
+            )
+            return (
+                f"ladder of offered rates {rates} req/s{down} + <= {self.bisect_points} "
+                f"bisection points (first rung: what x{self.start:g} offers at the walk's "
+                f"origin; each point's load scale, <= x{self.load_cap:g}, is chosen from the "
+                "trace's schedule to offer its rate)"
+            )
         down = (
             f" (down to x{self.start / self.growth**self.descend_points:g} if x{self.start:g} "
             "misses)"
@@ -122,9 +160,10 @@ QUICK_LADDER = dataclasses.replace(
 )
 QUICK_LADDER = dataclasses.replace(QUICK_LADDER, min_requests=150, bisect_points=1)
 
-# The planned send offsets (wall s after the point's start, sorted) of the requests a point
-# at ``load`` starting at trace time ``start_s`` would send if it sent for ``send_s``: how
-# the search sizes a point from the trace itself (the same for every system).
+# ``schedule(start_s, load, send_s)``: the planned send offsets (wall s after the point's
+# start, sorted) of the requests a point at ``load`` starting at trace time ``start_s``
+# would send if it sent for ``send_s``: how the search sizes and aims a point from the
+# trace itself (the same for every system).
 Schedule = Callable[[float, float, float], Sequence[float]]
 
 
@@ -140,6 +179,12 @@ class PointWindow:
     measure_s: float = 60.0  # measured wall time (after the warm-up), whole seconds
     warmup_s: float = 10.0
     bisect: bool = False
+    descend: bool = False  # a step-down point (the first rung missed)
+    # rate rungs: the rung's offered rate, and what the trace's schedule plans at ``load``
+    # in the measured time (requests intended after the warm-up, and per second)
+    target_rps: float | None = None
+    planned_rps: float | None = None
+    planned_requests: int | None = None
 
     @property
     def trace_end_s(self) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.analysis.breakdowns import Breakdown
 from pddbench.harness.analysis.units import fmt
-from pddbench.harness.plan.ladder import LadderPoint
+from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
 from pddbench.harness.report.model import Report
 
 
@@ -147,8 +147,7 @@ def capacity_table(report: Report) -> Table:
                 TCell(
                     "one replay at the offered load"
                     if lad is None
-                    else f"ladder x{', x'.join(f'{x:g}' for x in lad.loads)}"
-                    f"{_bisected(lad.points)}; {lad.warmup_s:g} s warm-up + "
+                    else f"{_rungs(lad)}{_bisected(lad.points)}; {lad.warmup_s:g} s warm-up + "
                     f"{_point_time(lad.point_s, lad.max_point_s, lad.min_requests)} a point; "
                     f"{len(lad.points)} points, {lad.measured_requests} measured requests"
                 ),
@@ -159,7 +158,7 @@ def capacity_table(report: Report) -> Table:
         "SLA goodput at capacity",
         ("run", "basis", "goodput (req/s)", "interval (req/s)", "how it was found", "why"),
         tuple(rows),
-        "Capacity = the highest load on the shared ladder whose SLA attainment met the "
+        "Capacity = the highest offered rate on the shared ladder whose SLA attainment met the "
         "target; each point replays sessions no earlier point sent. Interval: from the "
         "goodput of the highest point surely meeting the target to the offered load of the "
         "lowest surely missing it (Wilson, 95 %). load-bounded: no point missed the target, "
@@ -169,8 +168,15 @@ def capacity_table(report: Report) -> Table:
     )
 
 
+def _rungs(lad: LadderVerdict) -> str:
+    if lad.rungs_rps is None:
+        return f"ladder x{', x'.join(f'{x:g}' for x in lad.loads)}"
+    rates = ", ".join(f"{r:.3g}" for r in lad.rungs_rps)
+    return f"ladder of offered rates {rates} req/s (load scale per point from the trace)"
+
+
 def _bisected(points: list[LadderPoint]) -> str:
-    loads = [f"x{p.load_scale:.3g}" for p in points if p.bisect]
+    loads = [p.label() for p in points if p.bisect]
     return f" + bisection {', '.join(loads)}" if loads else ""
 
 

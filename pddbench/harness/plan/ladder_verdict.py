@@ -1,0 +1,110 @@
+"""The file form of a ladder search (``capacity.json``): every point and the verdict.
+
+Owns :class:`LadderPoint` and :class:`LadderVerdict` (pydantic, read back by reports) and
+how a verdict describes itself in one line. The search that fills them is
+:class:`~pddbench.harness.plan.ladder.LadderSearch`. No I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Basis = Literal["capacity", "load-bounded", "refused"]
+
+
+class LadderPoint(BaseModel):
+    """The file form of one point (``capacity.json`` ``points``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int
+    load_scale: float
+    trace_start_s: float
+    trace_duration_s: float
+    measure_s: float | None = None  # measured wall time (after the warm-up)
+    bisect: bool = False  # a bisection point (between the highest met and lowest missed)
+    descend: bool = False  # a step-down point (the first rung missed)
+    # rate rungs: the rung's offered rate and what the trace's schedule planned at the
+    # point's load scale (requests intended after the warm-up; per second of measured time)
+    target_rps: float | None = None
+    planned_rps: float | None = None
+    planned_requests: int | None = None
+    wall_s: float | None = None  # sending + draining
+    requests: int
+    met: int
+    met_by: dict[str, int]
+    warmup_excluded: int
+    censored: int = 0
+    attainment: float
+    attainment_low: float
+    attainment_high: float
+    goodput: float
+    offered_rps: float  # measured: requests intended after the warm-up ÷ measured time
+    schedule_lag_p99_s: float | None = None
+    excluded: str | None = None  # why the point does not count
+
+    def label(self) -> str:
+        """``"x16"`` (load rungs) or ``"7.68 req/s (x16.3)"`` (rate rungs: planned rate)."""
+        if self.planned_rps is None:
+            return f"x{self.load_scale:.3g}"
+        return f"{self.planned_rps:.3g} req/s (x{self.load_scale:.3g})"
+
+
+class LadderVerdict(BaseModel):
+    """The file form of a search: settings, every point, the capacity and its basis."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: str
+    target_pct: float = Field(gt=0, le=100)
+    confidence: float
+    warmup_s: float
+    point_s: float
+    max_lag_p99_s: float
+    loads: list[float]  # the ladder's load scales (rate rungs: start and growth only)
+    rungs_rps: list[float] | None = None  # rate rungs' offered rates (None: load rungs)
+    min_requests: int = 0  # the power rule: see LadderSettings
+    max_point_s: float | None = None
+    bisect_points: int = 0
+    descend_points: int = 0
+    time_budget_s: float | None = None
+    spent_s: float = 0.0  # wall time the points took (sending + draining)
+    points: list[LadderPoint]
+    basis: Basis
+    reason: str
+    capacity_load_scale: float | None = None
+    capacity_planned_rps: float | None = None  # rate rungs: the capacity point's planned rate
+    # req/s meeting the SLA: the most any point that met the target achieved (the trace's
+    # own rate varies along the walk, so a higher load scale need not offer more)
+    capacity_goodput: float | None = None
+    capacity_low: float | None = None  # req/s; 0 when no point surely met
+    capacity_high: float | None = None  # req/s; None when no point surely missed
+    measured_requests: int = 0
+
+    def _at(self) -> str:
+        if self.capacity_planned_rps is None:
+            return f"x{self.capacity_load_scale:g}"
+        return f"{self.capacity_planned_rps:.3g} req/s offered (x{self.capacity_load_scale:.3g})"
+
+    def describe(self) -> str:
+        if self.basis == "refused":
+            return f"{self.system}: refused: {self.reason}"
+        if self.capacity_goodput is None:
+            return f"{self.system}: {self.basis}: {self.reason}"
+        if self.basis != "capacity":
+            return (
+                f"{self.system}: load-bounded (not a capacity) goodput "
+                f"{self.capacity_goodput:.3g} req/s at {self._at()}; {self.reason}"
+            )
+        high = "open" if self.capacity_high is None else f"{self.capacity_high:.3g}"
+        return (
+            f"{self.system}: capacity goodput {self.capacity_goodput:.3g} req/s at "
+            f"{self._at()} [{self.capacity_low or 0:.3g}, {high}] ({self.confidence:.0%}); "
+            f"{self.reason}"
+        )
+
+
+# settings recorded in verdicts
+RECORDED = ("min_requests", "max_point_s", "bisect_points", "descend_points", "time_budget_s")
