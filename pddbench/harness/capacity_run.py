@@ -84,6 +84,10 @@ def run_ladder(
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
     from pddbench.netem.backend import backend_here
 
+    if emulate:  # an automatic scale is checked on this host first (deploy.scale_probe)
+        from pddbench.harness.deploy.scale_probe import probed
+
+        scenario = probed(scenario, backend_here(), echo=echo)
     scenario = scenario.resolved(backend_here() if emulate else "nfqueue")  # scale recorded
     base_speedup = options.selection.speedup
     search = LadderSearch(

@@ -229,9 +229,7 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
                         f"{p.requests}"
                         + ("" if p.planned_requests is None else f" / {p.planned_requests}")
                     ),
-                    TCell(
-                        f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"
-                    ),
+                    TCell(f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"),
                     TCell(p.excluded or "no"),
                 )
             )

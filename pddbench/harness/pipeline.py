@@ -154,9 +154,17 @@ def replay_main(
         from pddbench.harness.main_job import main_verdict
 
         try:
-            return main_verdict(scenarios, trace=trace, options=options, out_root=out_root,
-                                argv=argv, trace_info=trace_manifest(trace, trace_path, None),
-                                emulate=emulate, check_probes=check_probes, quick=quick)
+            return main_verdict(
+                scenarios,
+                trace=trace,
+                options=options,
+                out_root=out_root,
+                argv=argv,
+                trace_info=trace_manifest(trace, trace_path, None),
+                emulate=emulate,
+                check_probes=check_probes,
+                quick=quick,
+            )
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
@@ -345,6 +353,11 @@ def replay_scenarios(
     from pddbench.netem.backend import backend_here
 
     backend = backend_here() if emulate else "nfqueue"
+    if emulate:  # an automatic scale is checked on this host first (deploy.scale_probe)
+        from pddbench.harness.deploy.scale_probe import probed
+
+        say = lambda line: click.echo(line, err=True)  # noqa: E731
+        scenarios = [probed(s, backend, echo=say) for s in scenarios]
     scenarios = [s.resolved(backend) for s in scenarios]  # the scale is fixed and recorded
     runs: list[RunPaths] = []
     failed = 0
@@ -433,8 +446,6 @@ def replay_one(
         return None
 
 
-def _record_failure(
-    paths: RunPaths, manifest: RunManifest, error: str, status: RunStatus
-) -> None:
+def _record_failure(paths: RunPaths, manifest: RunManifest, error: str, status: RunStatus) -> None:
     manifest.fail(status, error)
     manifest.save(paths.root)

@@ -107,16 +107,25 @@ def materialise_trace(spec: TraceSpec, folder: Path, base: Path) -> Path:
 
     out = folder / f"{spec.label}.parquet"
     if not out.exists():
-        trace = synthesise(load_profile(spec.synth or ""), SynthOptions(
-            requests=spec.requests, sessions=spec.sessions, days=spec.days, seed=spec.seed))
+        trace = synthesise(
+            load_profile(spec.synth or ""),
+            SynthOptions(
+                requests=spec.requests, sessions=spec.sessions, days=spec.days, seed=spec.seed
+            ),
+        )
         write_trace(trace.table, out, source=trace.source, epoch=trace.epoch)
     return out
 
 
 @click.command("nightly")
 @click.argument("config_path", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Tonight's folder, e.g. nightly/2026-11-30 (run folders land here).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Tonight's folder, e.g. nightly/2026-11-30 (run folders land here).",
+)
 def nightly(config_path: Path, out_dir: Path) -> None:
     """Run the nightly matrix in CONFIG_PATH into --out."""
     cfg = load_config(config_path)
@@ -130,17 +139,24 @@ def nightly(config_path: Path, out_dir: Path) -> None:
         trace = load_trace(trace_path)
         for seed in cfg.seeds:
             settings: dict[str, Any] = cfg.replay.model_dump()
-            options = build_options(seed=seed, api="openai", model=None, token_times=False,
-                                    **settings)
+            options = build_options(
+                seed=seed, api="openai", model=None, token_times=False, **settings
+            )
             plan = prepare(trace, options)
             info = trace_manifest(trace, trace_path, plan)
             for repeat in range(cfg.repeats):
-                click.echo(f"nightly: {spec.label} seed {seed} repeat {repeat + 1}/"
-                           f"{cfg.repeats}", err=True)
+                click.echo(
+                    f"nightly: {spec.label} seed {seed} repeat {repeat + 1}/{cfg.repeats}", err=True
+                )
                 _runs, interrupted, bad = replay_scenarios(
-                    tuple(cfg.scenarios), plan=plan, options=options,
-                    out_root=out_dir, argv=argv, trace_info={**info, "repeat": repeat},
-                    emulate=cfg.emulate, check_probes=True,
+                    tuple(cfg.scenarios),
+                    plan=plan,
+                    options=options,
+                    out_root=out_dir,
+                    argv=argv,
+                    trace_info={**info, "repeat": repeat},
+                    emulate=cfg.emulate,
+                    check_probes=True,
                 )
                 failed += bad
                 if interrupted:

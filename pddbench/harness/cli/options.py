@@ -27,7 +27,6 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
 
 
-
 def parse_duration(text: str, what: str, *, positive: bool = False) -> float:
     """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds (``positive``: > 0)."""
     m = _DURATION.match(text)
@@ -99,9 +98,7 @@ def build_options(
     )
 
 
-def path_option(
-    *decls: str, help: str, file_okay: bool = True, dir_okay: bool = True, **kw: Any
-):
+def path_option(*decls: str, help: str, file_okay: bool = True, dir_okay: bool = True, **kw: Any):
     """An option whose value is a :class:`~pathlib.Path` (``None`` when not given, unless
     ``default`` says otherwise); ``file_okay`` / ``dir_okay`` as in :class:`click.Path`."""
     kw.setdefault("default", None)

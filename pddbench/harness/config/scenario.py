@@ -323,8 +323,6 @@ def parse_scenario(text: str, origin: str) -> Scenario:
         raise UserError(f"{origin}: invalid scenario: {lines[0]}", details=lines) from None
 
 
-
-
 def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a scenario file; one-line errors."""
     return parse_scenario(*scenario_text(name_or_path))

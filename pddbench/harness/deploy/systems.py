@@ -186,9 +186,7 @@ def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[
     return dep
 
 
-def _engine_argv(
-    engine: Any, host: str, paths: RunPaths, addresses: dict[str, str]
-) -> list[str]:
+def _engine_argv(engine: Any, host: str, paths: RunPaths, addresses: dict[str, str]) -> list[str]:
     values = {
         "host": host,
         "port": str(engine.port),

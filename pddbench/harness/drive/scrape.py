@@ -105,9 +105,7 @@ class MetricsScraper:
     async def scrape_once(self, http: aiohttp.ClientSession | None = None) -> None:
         """Scrape every target once (concurrently)."""
         own = http is None
-        session = http or aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.timeout_s)
-        )
+        session = http or aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         try:
             await asyncio.gather(*(self._one(session, n, u) for n, u in self.targets.items()))
             self.scrapes += 1

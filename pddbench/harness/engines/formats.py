@@ -27,9 +27,7 @@ def to_bfloat16(a: np.ndarray) -> np.ndarray:
     return rounded.astype("<u2")
 
 
-def write_safetensors(
-    path: Path, tensors: Mapping[str, np.ndarray], *, dtype: str = "F32"
-) -> None:
+def write_safetensors(path: Path, tensors: Mapping[str, np.ndarray], *, dtype: str = "F32") -> None:
     """Write float ``tensors`` (C order, little endian) as one safetensors file, stored as
     ``F32`` or ``BF16``."""
     if dtype not in ("F32", "BF16"):

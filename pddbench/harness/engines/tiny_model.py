@@ -99,8 +99,11 @@ def vocabulary(vocab_size: int) -> list[str]:
 def random_weights(spec: TinyModelSpec) -> dict[str, np.ndarray]:
     """Hugging Face ``LlamaForCausalLM`` tensors (names and (out, in) shapes)."""
     rng = np.random.default_rng(spec.seed)
-    h, q, kv, ff = spec.hidden, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, (
-        spec.intermediate
+    h, q, kv, ff = (
+        spec.hidden,
+        spec.heads * spec.head_dim,
+        spec.kv_heads * spec.head_dim,
+        (spec.intermediate),
     )
 
     def mat(rows: int, cols: int) -> np.ndarray:

@@ -129,8 +129,11 @@ def ttft_by_hit_bin(report: Report) -> FigureOut | None:
                     ls="--",
                     label=f"{run.label} P99",
                 )
-        ax.set(yscale="log", ylabel="TTFT (s, log scale)",
-            title="TTFT by prefix hit-rate bin (solid: P50, dashed: P99)")
+        ax.set(
+            yscale="log",
+            ylabel="TTFT (s, log scale)",
+            title="TTFT by prefix hit-rate bin (solid: P50, dashed: P99)",
+        )
         if report.sla.ttft_s is not None:
             ax.axhline(report.sla.ttft_s, color="0.3", ls=":", lw=1)
         ax.legend(fontsize="x-small", ncol=max(1, len(report.runs)), loc="upper right")
@@ -168,8 +171,11 @@ def task_cdf(report: Report) -> FigureOut | None:
                 ls=report.dashes[run.label],
                 label=run.label,
             )
-        ax.set(xscale="log", xlabel="task completion time (s, log scale; tool/think time included)",
-            ylabel="share of complete sessions ≤ x")
+        ax.set(
+            xscale="log",
+            xlabel="task completion time (s, log scale; tool/think time included)",
+            ylabel="share of complete sessions ≤ x",
+        )
         ax.set_ylim(0, 1)
         ax.legend(fontsize="small", loc="lower right")
         ax.set_title("Agent task completion time")

@@ -108,8 +108,11 @@ def bcr_bars(report: Report) -> FigureOut | None:
         palette = {r.label: report.colors[r.label] for r in report.runs}
         sns.barplot(data=df, x="quantity", y="change", hue="run", palette=palette, ax=ax1)
         ax1.axhline(0, color="0.2", lw=1)
-        ax1.set(ylabel=f"change vs {report.baseline.label} (%)", xlabel="",
-            title="Cost, goodput and BCR relative to the baseline")
+        ax1.set(
+            ylabel=f"change vs {report.baseline.label} (%)",
+            xlabel="",
+            title="Cost, goodput and BCR relative to the baseline",
+        )
         for container in ax1.containers:
             ax1.bar_label(container, fmt="%+.1f", fontsize="x-small", padding=1)
         ax1.legend(fontsize="small")
@@ -121,8 +124,10 @@ def bcr_bars(report: Report) -> FigureOut | None:
         colors = [report.colors[c.label] for c in report.costs]
         ax2.barh(labels, values, color=colors)
         ax2.invert_yaxis()
-        ax2.set(xlabel="BCR (goodput req/s per cost unit)",
-            title="BCR" if not bounded else "BCR; load-bounded = lower bound, not the BCR")
+        ax2.set(
+            xlabel="BCR (goodput req/s per cost unit)",
+            title="BCR" if not bounded else "BCR; load-bounded = lower bound, not the BCR",
+        )
         note = (
             " Load-bounded ("
             + ", ".join(bounded)
@@ -161,8 +166,10 @@ def bathtub(report: Report) -> FigureOut | None:
                 ls=report.dashes[run.label],
                 label=run.label,
             )
-        ax.set(xlabel="prefix hit rate (%, 5 %-wide bins)",
-            ylabel="token service rate (k tok/s per request)")
+        ax.set(
+            xlabel="prefix hit rate (%, 5 %-wide bins)",
+            ylabel="token service rate (k tok/s per request)",
+        )
         ax.set_xlim(0, 100)
         ax.set_title("Per-request token service rate by hit rate")
         ax.legend(fontsize="small")
@@ -177,8 +184,11 @@ def bathtub(report: Report) -> FigureOut | None:
                     color=_scenario_color(report, scenario),
                     label=scenario,
                 )
-            ax2.set(xlabel="run's token-weighted hit rate (%)", ylabel="token throughput (k tok/s)",
-                title="Run-level throughput vs hit rate")
+            ax2.set(
+                xlabel="run's token-weighted hit rate (%)",
+                ylabel="token throughput (k tok/s)",
+                title="Run-level throughput vs hit rate",
+            )
             ax2.legend(fontsize="small")
         return finish(
             fig,
@@ -291,9 +301,12 @@ def handoff(report: Report) -> FigureOut | None:
                 if math.isfinite(tl.direct_median_s):
                     ax.axhline(tl.direct_median_s * 1e3, color=color, ls=":", lw=1)
             ax.axvline(0, color="0.2", ls="--", lw=1)
-            ax.set(yscale="log", xlabel="token index − relay tokens (0 = first MainDecode token)",
+            ax.set(
+                yscale="log",
+                xlabel="token index − relay tokens (0 = first MainDecode token)",
                 ylabel="inter-token interval (ms, log)",
-                title="Token timeline around the RLD→MD handoff")
+                title="Token timeline around the RLD→MD handoff",
+            )
             ax.legend(fontsize="x-small")
         if spikes:
             ax = axes[i]
@@ -327,8 +340,9 @@ def handoff(report: Report) -> FigureOut | None:
                     label=f"{kind}, P50",
                 )
             ax.set_xticks(xs, [r.label for r in spikes])
-            ax.set(ylabel="per-request max ITL, P50 (ms)",
-                title="Max ITL: relayed vs direct requests")
+            ax.set(
+                ylabel="per-request max ITL, P50 (ms)", title="Max ITL: relayed vs direct requests"
+            )
             ax.legend(fontsize="small")
         return finish(
             fig,
@@ -376,8 +390,11 @@ def wan(report: Report) -> FigureOut | None:
                 )
         ax1.set_yscale("log")
         ax1.set_xticks(x, labels)
-        ax1.set(xlabel="prefix hit-rate bin", ylabel="mean WAN MB per request (log)",
-            title="WAN bytes per request by hit rate")
+        ax1.set(
+            xlabel="prefix hit-rate bin",
+            ylabel="mean WAN MB per request (log)",
+            title="WAN bytes per request by hit rate",
+        )
         if ax1.get_legend_handles_labels()[0]:
             ax1.legend(fontsize="small")
         if bw:

@@ -227,8 +227,7 @@ def hit_bin_groups(runs: Sequence[RunAnalysis]) -> Iterator[tuple[RunAnalysis, G
 def run_verdicts(runs: Sequence[RunAnalysis]) -> dict[str, BcrVerdict]:
     """Each run's BCR verdict: from its capacity search, else load-bounded."""
     return {
-        r.label: bcr_verdict(r.scenario, r.cost, r.ladder, r.metrics.value("goodput"))
-        for r in runs
+        r.label: bcr_verdict(r.scenario, r.cost, r.ladder, r.metrics.value("goodput")) for r in runs
     }
 
 

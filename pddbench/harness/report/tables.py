@@ -119,8 +119,7 @@ def cost_table(report: Report) -> Table:
         )
     return Table(
         "Cost and BCR",
-        ("run", "cost breakdown", "cost", "Δ cost", "goodput (req/s)", "Δ goodput", "BCR",
-         "Δ BCR"),
+        ("run", "cost breakdown", "cost", "Δ cost", "goodput (req/s)", "Δ goodput", "BCR", "Δ BCR"),
         tuple(rows),
         "BCR = SLA goodput at capacity ÷ hardware cost (Σ instances × chips × unit price + "
         "line); Δ against the baseline. A goodput measured below capacity (an ordinary "

@@ -65,9 +65,7 @@ def _col(
 ) -> Any:
     """A record field of ``role``; ``required``: a records table without it is unreadable;
     ``latency``: a user-facing latency, never negative in a readable table."""
-    return field(
-        default=default, metadata={"role": role, "required": required, "latency": latency}
-    )
+    return field(default=default, metadata={"role": role, "required": required, "latency": latency})
 
 
 @dataclass

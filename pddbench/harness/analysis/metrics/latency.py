@@ -41,4 +41,3 @@ def itl_mean(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult])
     use = np.isfinite(span) & (gaps >= 1)
     total = float(gaps[use].sum())
     return float(span[use].sum()) / total if total else float("nan")
-

@@ -73,8 +73,12 @@ class JobSpec:
         return cls(**data)
 
 
-_PLAN_TYPES = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(),
-               "float": pa.float64()}
+_PLAN_TYPES = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+}
 _PLAN_FIELDS = tuple(f for f in fields(PlannedRequest) if f.name != "row")
 
 
