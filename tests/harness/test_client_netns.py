@@ -70,3 +70,23 @@ def test_a_signal_with_no_client_listening_is_raised_after_it_ends(namespace: st
     threading.Thread(target=press_then_release, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         run_in_client_netns(namespace, client)
+
+
+def test_ctrl_c_while_the_client_thread_starts_is_relayed_not_raised(namespace: str) -> None:
+    """The client signals the main thread at once, usually while the main thread is still
+    in ``Thread.start``: before the fix about half of these escaped as KeyboardInterrupt
+    (145 of 300 measured); now every one reaches the client."""
+    outcomes = []
+    for _ in range(100):
+        stop = threading.Event()
+
+        def client(stop: threading.Event = stop) -> str:
+            remove = interrupts.register(stop.set)
+            try:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                return "stopped" if stop.wait(10) else "timed out"
+            finally:
+                remove()
+
+        outcomes.append(run_in_client_netns(namespace, client))
+    assert outcomes == ["stopped"] * 100

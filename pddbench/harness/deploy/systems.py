@@ -374,6 +374,9 @@ def emulation_problem() -> str | None:
     return problem()
 
 
+_RELAYED = {signal.SIGINT, signal.SIGTERM}  # what run_in_client_netns relays to the client
+
+
 def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
     """``fn()`` in a thread bound to the client namespace ``name`` (None: here, loopback).
 
@@ -395,6 +398,7 @@ def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
 
     def target() -> None:
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)  # not blocked in children
             fd = os.open(nsutil.netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
             try:
                 nsutil.setns(fd)
@@ -407,10 +411,17 @@ def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
             done.set()
 
     thread = threading.Thread(target=target, name=f"client-{name}", daemon=True)
+    # A signal while the thread starts would surface in Thread.start, outside the loop
+    # below (seen in CI: a Ctrl-C right after the client registered escaped as a
+    # KeyboardInterrupt); held until the loop's first wait, it is relayed like any other.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _RELAYED)
     thread.start()
     unheard: BaseException | None = None  # a signal no client was there to take
     while not done.is_set():
         try:
+            if held is not None:
+                held = None
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)
             done.wait(0.2)
         except BaseException as exc:  # Ctrl-C or SIGTERM (Terminated) in the main thread
             if not interrupts.interrupt_all():
