@@ -90,3 +90,20 @@ def test_ctrl_c_while_the_client_thread_starts_is_relayed_not_raised(namespace: 
 
         outcomes.append(run_in_client_netns(namespace, client))
     assert outcomes == ["stopped"] * 100
+
+
+def test_a_signal_before_a_fast_client_ends_is_raised_and_nothing_stays_blocked(
+    namespace: str,
+) -> None:
+    """A client that signals the main thread and returns at once, often before the main
+    thread's first wait: the signal is still raised (no client took it), and the main
+    thread is left with Ctrl-C / SIGTERM unblocked."""
+    for _ in range(50):
+
+        def client() -> None:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        with pytest.raises(KeyboardInterrupt):
+            run_in_client_netns(namespace, client)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        assert signal.SIGINT not in blocked and signal.SIGTERM not in blocked

@@ -414,14 +414,21 @@ def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
     # A signal while the thread starts would surface in Thread.start, outside the loop
     # below (seen in CI: a Ctrl-C right after the client registered escaped as a
     # KeyboardInterrupt); held until the loop's first wait, it is relayed like any other.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _RELAYED)
-    thread.start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, _RELAYED)
+    try:
+        thread.start()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)
+        raise
+    held = True  # unblocked inside the try below, even when the client is already done
     unheard: BaseException | None = None  # a signal no client was there to take
-    while not done.is_set():
+    while True:
         try:
-            if held is not None:
-                held = None
+            if held:
+                held = False
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)
+            if done.is_set():
+                break
             done.wait(0.2)
         except BaseException as exc:  # Ctrl-C or SIGTERM (Terminated) in the main thread
             if not interrupts.interrupt_all():
