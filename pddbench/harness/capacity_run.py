@@ -1,7 +1,11 @@
 """Running the shared load ladder against one system: the I/O around :class:`LadderSearch`.
 
 Deploys the scenario once and runs each point the search asks for as a short replay in
-its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
+its own run folder. After each point it waits for the servers to finish the point's work
+(:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
+``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
+point did not sustain its load — recorded, a miss for the search — and the next point
+gets a fresh deployment (``<system>-x<load>``): the point's own trace window (sessions no
 earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
 warm-up plus the measured time the search chose (powered points are sized, and their
 load scales found for their rate rungs, from the trace's planned schedule,
@@ -15,6 +19,7 @@ Decides nothing itself: what to run and how to read it is the sans-IO search's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
@@ -30,6 +35,7 @@ from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, run_in_client_netns
 from pddbench.harness.drive.live import LiveView
+from pddbench.harness.drive.quiesce import wait_quiet
 from pddbench.harness.drive.replay import prepare, run_replay
 from pddbench.harness.drive.scrape import metrics_targets
 from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
@@ -43,6 +49,8 @@ from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
 VERDICT_FILE = "capacity.json"
+# How long the servers may take to finish a point's work after its last answer
+QUIESCE_TIMEOUT_S = 30.0
 
 
 def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
@@ -102,13 +110,27 @@ def run_ladder(
     runs: list[Path] = []
     deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
-    with deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes) as (
-        info,
-        client_ns,
-    ):
+    with contextlib.ExitStack() as stack:
+        info, client_ns = stack.enter_context(
+            deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes)
+        )
         began = time.monotonic()  # the ETA is the points' (deployment is the caller's)
+        backlog = ""
         while (window := search.next_window()) is not None:
             echo(f"pddbench: {scenario.name}: {search.progress(time.monotonic() - began)}")
+            redeployed = ""
+            if backlog:  # the previous point left work behind: start this one afresh
+                redeployed = f"the previous point's servers were {backlog}"
+                echo(f"pddbench: {scenario.name}: {redeployed}: a fresh deployment")
+                stack.close()
+                info, client_ns = stack.enter_context(
+                    deploy(
+                        scenario,
+                        new_run(out_root, f"{scenario.name}-ladder"),
+                        emulate=emulate,
+                        check_probes=check_probes,
+                    )
+                )
             opts = dataclasses.replace(
                 options,
                 selection=window_selection(options.selection, window, base_speedup),
@@ -129,13 +151,14 @@ def run_ladder(
             manifest.deployment = dataclasses.asdict(info)
             manifest.links = info.links
             manifest.load_scale = window.load
-            manifest.ladder_point = LadderPointInfo(
+            manifest.ladder_point = point_info = LadderPointInfo(
                 index=window.index,
                 trace_start_s=window.trace_start_s,
                 trace_duration_s=window.trace_duration_s,
                 warmup_s=window.warmup_s,
                 point_s=window.measure_s,
                 request_limit_s=settings.request_limit_s,
+                redeployed=redeployed,
             )
             manifest.probe_check = check_probes
             manifest.emulation = EmulationStatus(
@@ -158,6 +181,17 @@ def run_ladder(
             )
             if outcome.interrupted:
                 raise KeyboardInterrupt
+            # the point's work must have finished on the servers, not only on the client
+            quiet = run_in_client_netns(
+                client_ns,
+                functools.partial(
+                    wait_quiet, info.front_door.rstrip("/") + "/metrics", QUIESCE_TIMEOUT_S
+                ),
+            )
+            backlog = "" if quiet.quiet else quiet.describe()
+            settle_s = quiet.waited_s if quiet.known else None
+            point_info.settle_s, point_info.backlog = settle_s, backlog
+            manifest.save(paths.root)
             runs.append(paths.root)
             data = load_run(paths.root, token_times=False)
             m = measure_point(
@@ -170,7 +204,7 @@ def run_ladder(
                 probes_on=emulate and check_probes,
             )
             wall_s = time.monotonic() - point_began  # planning, sending, draining, reading
-            m = dataclasses.replace(m, wall_s=wall_s)
+            m = dataclasses.replace(m, wall_s=wall_s, settle_s=settle_s, backlog=backlog)
             search.record(m)
             excluded = m.health.exclusion(settings)
             lo, hi = wilson(m.met, m.requests, settings.confidence)
@@ -188,6 +222,7 @@ def run_ladder(
                 f"attainment {m.attainment:.1%} [{lo:.1%}, {hi:.1%}], goodput "
                 f"{m.goodput_rps:.2f} req/s, {wall_s:.0f} s wall"
                 + (f"; EXCLUDED: {excluded}" if excluded else "")
+                + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
     verdict = search.verdict(scenario.name)
     text = verdict.model_dump_json(indent=2)

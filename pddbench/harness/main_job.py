@@ -29,7 +29,7 @@ from pddbench.harness.capacity_run import VERDICT_FILE, ladder_origin, run_ladde
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
@@ -207,6 +207,12 @@ def verdict_table(
     )
 
 
+def _settled(p: LadderPoint) -> str:
+    if p.backlog:
+        return f"NOT SUSTAINED: {p.backlog}"
+    return "-" if p.settle_s is None else f"idle after {p.settle_s:.1f} s"
+
+
 def points_table(ladders: list[LadderVerdict]) -> Table:
     """Every point of every system's walk: its rung (planned offered rate and load scale),
     time, planned and measured offered rate and requests, attainment with its interval,
@@ -231,6 +237,7 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
                     ),
                     TCell(f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"),
                     TCell(p.excluded or "no"),
+                    TCell(_settled(p)),
                 )
             )
     return Table(
@@ -245,10 +252,14 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
             "measured / planned requests",
             "SLA attainment [interval]",
             "excluded",
+            "servers after the point",
         ),
         tuple(rows),
         "Each point replays sessions no earlier point sent; its warm-up is excluded; its "
         "load scale is chosen so that the trace's schedule plans the rung's offered rate "
         "(closed-loop sessions: the measured offered rate follows the system's pace); "
-        "interval: Wilson, the ladder's confidence.",
+        "interval: Wilson, the ladder's confidence. Servers after the point: how long they "
+        "took to finish its work once its last answer was in; NOT SUSTAINED: still busy "
+        "when the wait ended (a relay answers while WAN transfers pile up), a miss whatever "
+        "the attainment, and the next point gets a fresh deployment.",
     )

@@ -187,6 +187,11 @@ class DeploymentConfig(_Strict):
     health_interval_s: float = Field(1.0, gt=0)
     health_timeout_s: float = Field(2.0, gt=0)
     health_failures: int = Field(3, ge=1)  # consecutive failed probes before "unreachable"
+    # WAN KV transfers from one sender to one peer run at most this many at a time, in
+    # order of arrival, over the transfer engine's persistent (pre-warmed, as many)
+    # connections; unbounded, an overload opened hundreds of cold connections that shared
+    # the line so that every transfer, and the session's next turn, came late
+    kv_streams_per_peer: int = Field(2, ge=1, le=16)
     scheduler: SchedulerSettings = SchedulerSettings()
     routing: RoutingSettings = RoutingSettings()
     handoff: HandoffSettings = HandoffSettings()

@@ -403,6 +403,7 @@ class Flow:
             start=start,
             first_byte=float(ev.get("first_byte", start)),
             last_byte=float(ev["end"]),
+            active=ev.get("active"),
         )
 
     def _check_complete(self) -> None:

@@ -130,6 +130,7 @@ class WorkerInstance(HandoffEndpoints):
         self.channels: dict[str, EventChannel] = {}
         self.http: aiohttp.ClientSession | None = None  # control traffic
         self.kv_http: aiohttp.ClientSession | None = None  # KV bytes (the WAN's bulk class)
+        self._streams: dict[str, asyncio.Semaphore] = {}  # WAN peer -> its KV streams
         self.runner: web.AppRunner | None = None
         self.address = cfg.address
 
@@ -319,13 +320,23 @@ class WorkerInstance(HandoffEndpoints):
             )
         return self._submit(job)
 
+    def _wan_streams(self, peer: str) -> asyncio.Semaphore:
+        sem = self._streams.get(peer)
+        if sem is None:
+            sem = self._streams[peer] = asyncio.Semaphore(self.dep.kv_streams_per_peer)
+        return sem
+
     def _start_senders(self, job: Job) -> None:
         remaining = len(job.senders)
 
         async def send(sender: KvSender) -> None:
             nonlocal remaining
             try:
-                r = await sender.run()
+                if sender.target.path == "wan":  # the peer's streams, in order of arrival
+                    async with self._wan_streams(sender.target.address):
+                        r = await sender.run()
+                else:
+                    r = await sender.run()
                 self.m.kv_sent.inc(r.bytes, r.to, r.path)
                 job.event(
                     "kv_sent",
@@ -333,6 +344,7 @@ class WorkerInstance(HandoffEndpoints):
                     path=r.path,
                     start=r.start,
                     first_byte=r.first_byte,
+                    active=r.active,
                     end=r.end,
                     bytes=r.bytes,
                     modelled_bytes=r.modelled_bytes,

@@ -5,7 +5,9 @@ suffix to one receiver *as the prefill produces it* (pipelined: after each chunk
 of the newly computed tokens are released), and :func:`receive_kv` counts them on the other
 side. Payload size is ``modelled KV bytes × byte_scale`` (the emulation byte scale), the
 content is zeros; whatever link lies between the two addresses decides how long it takes.
-Start (the POST), first byte on the wire, end (the receiver's answer) and sizes are
+Start (the POST), first byte on the wire, end (the receiver's answer), sizes and the
+sender's *active* intervals (first byte → end, less the stalls in which it had sent all the
+KV the prefill had produced so far: time the prefill, not the link, held it up) are
 measured, never computed.
 
 Slow-start compensation (``[network] cold_start_compensation``, scaled runs): a sender
@@ -48,6 +50,7 @@ class KvResult:
     modelled_bytes: int
     tokens: int
     first_byte: float  # when the first byte went on the wire (start + waiting for the prefill)
+    active: tuple[tuple[float, float], ...] = ()  # [first byte, end] less the prefill stalls
 
 
 def scaled(modelled: float, byte_scale: float) -> int:
@@ -96,6 +99,7 @@ class KvSender:
         self._avail = self.skip
         self._more = asyncio.Event()
         self.first_byte: float | None = None
+        self._stalls: list[tuple[float, float]] = []  # after the first byte, awaiting the prefill
         self.compensated_s = 0.0  # slow-start compensation waited (cold connection)
 
     def available(self, computed_tokens: int) -> None:
@@ -115,7 +119,10 @@ class KvSender:
             upto = self._real_upto(self._avail)
             if upto <= sent:
                 self._more.clear()
+                stalled = time.monotonic()
                 await self._more.wait()
+                if self.first_byte is not None:
+                    self._stalls.append((stalled, time.monotonic()))
                 continue
             while sent < upto:
                 n = min(_PIECE, upto - sent)
@@ -176,7 +183,27 @@ class KvSender:
             modelled_bytes=self.modelled_total,
             tokens=self.tokens,
             first_byte=self.first_byte if self.first_byte is not None else end,
+            active=active_intervals(self.first_byte, end, self._stalls),
         )
+
+
+def active_intervals(
+    first_byte: float | None, end: float, stalls: list[tuple[float, float]]
+) -> tuple[tuple[float, float], ...]:
+    """[first_byte, end] less the stalls (sorted, inside it): the time the link had KV to
+    carry. Bytes already in the socket buffer still drain during a stall, so this errs short
+    by at most a buffer's worth per stall."""
+    if first_byte is None or end <= first_byte:
+        return ()
+    out: list[tuple[float, float]] = []
+    at = first_byte
+    for a, b in stalls:
+        if a > at:
+            out.append((at, min(a, end)))
+        at = max(at, b)
+    if end > at:
+        out.append((at, end))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -190,8 +190,9 @@ class Router:
         est = self.links.get(key)
         if est is None:
             r = self.dep.routing
+            line = r.wan_bandwidth_gbps * 1e9 / 8  # the configured line: prior and ceiling
             est = LinkEstimator(
-                r.wan_bandwidth_gbps * 1e9 / 8, measured=r.bandwidth_source == "measured"
+                line, measured=r.bandwidth_source == "measured", ceiling_bytes_per_s=line
             )
             self.links[key] = est
         return est
@@ -364,6 +365,11 @@ class _RouterMetrics:
             "pdd_instance_health_changes_total", "Health state flips, per instance", ("peer",)
         )
         r.gauge("pdd_inflight_requests", "Requests in flight", lambda: len(router.inflight))
+        r.gauge(
+            "pdd_flows_pending",
+            "Requests whose instance events are still expected (answered ones included)",
+            lambda: len(router.flows),
+        )
         self.link_bw = r.gauge(
             "pdd_link_bandwidth_estimate_bytes_per_second",
             "Estimated available bandwidth per datacenter pair (modelled bytes)",

@@ -10,10 +10,14 @@ Owns the pure decision logic of the front door:
   than the least-loaded one, else the least-loaded);
 * :class:`LinkEstimator` — a link's available bandwidth and its queue (modelled bytes in
   flight). The bandwidth is bytes delivered over the time the link was busy: each finished
-  transfer reports its first and last byte on the wire, and the estimate is the bytes of the
-  recent transfers over the union of their [first, last] intervals (concurrent transfers
-  share the link without being counted twice; time a transfer spent queued at P waiting for
-  its prefill is not transfer time). A configured prior serves until the first sample;
+  transfer reports its *active* intervals on the wire (first byte → last byte, less the
+  stalls in which its sender had sent all the KV the pipelined prefill had produced), and
+  the estimate is the bytes of the recent transfers over the union of those intervals
+  (concurrent transfers share the link without being counted twice; time a transfer spent
+  queued at P, or waiting for a busy prefill's next chunk, is not transfer time: counted,
+  a loaded P made the link look slow, 1,250 → 43 MB/s in a main job, and every request
+  relayed). The estimate never exceeds the line's rate, where that is known. A configured
+  prior serves until the first sample;
 * :func:`decide_pipeline` — PDD's hit-rate-aware routing: predict the TTFT of the direct
   path as P's queue (predicted prefill work ahead on P) + this prompt's prefill + the WAN
   transfer of the suffix MD lacks, ``(bytes in flight + uncached suffix bytes) / bandwidth``,
@@ -123,37 +127,56 @@ class LinkEstimator:
         measured: bool = True,
         window: int = 16,
         min_bytes: float = 1e6,
+        ceiling_bytes_per_s: float | None = None,
     ) -> None:
         self.bandwidth = prior_bytes_per_s
         self.measured = measured
         self.window = window
         self.min_bytes = min_bytes
+        self.ceiling = ceiling_bytes_per_s  # the line's rate: no sample exceeds it
         self.in_flight_bytes = 0.0
         self.in_flight = 0
         self.samples = 0
-        self._recent: list[tuple[float, float, float]] = []  # (first byte, last byte, bytes)
+        self._recent: list[tuple[tuple[tuple[float, float], ...], float]] = []  # (active, bytes)
 
     def started(self, modelled_bytes: float) -> None:
         self.in_flight_bytes += modelled_bytes
         self.in_flight += 1
 
     def finished(
-        self, modelled_bytes: float, *, start: float, first_byte: float, last_byte: float
+        self,
+        modelled_bytes: float,
+        *,
+        start: float,
+        first_byte: float,
+        last_byte: float,
+        active: Sequence[Sequence[float]] | None = None,
     ) -> None:
         """A transfer ended; one big enough to measure updates the bandwidth estimate.
 
         ``start`` is when P admitted it (its POST), ``first_byte`` when its first byte went on
-        the wire, ``last_byte`` when its last arrived; only [first_byte, last_byte] counts.
+        the wire, ``last_byte`` when its last arrived; ``active``: the intervals within
+        [first_byte, last_byte] in which the sender had bytes to send (absent: all of it).
+        Only active time counts.
         """
         self.in_flight_bytes = max(0.0, self.in_flight_bytes - modelled_bytes)
         self.in_flight = max(0, self.in_flight - 1)
         if not self.measured or modelled_bytes < self.min_bytes or last_byte <= first_byte:
             return
         del start  # waiting at P for the prefill is not transfer time
-        self._recent.append((first_byte, last_byte, modelled_bytes))
+        spans = (
+            tuple((float(a), float(b)) for a, b in active if b > a)
+            if active
+            else ((first_byte, last_byte),)
+        )
+        if not spans:
+            return
+        self._recent.append((spans, modelled_bytes))
         del self._recent[: -self.window]
         self.samples += 1
-        self.bandwidth = sum(b for _, _, b in self._recent) / _busy_seconds(self._recent)
+        busy = _busy_seconds([iv for sp, _ in self._recent for iv in sp])
+        rate = sum(b for _, b in self._recent) / busy
+        self.bandwidth = rate if self.ceiling is None else min(rate, self.ceiling)
 
     def abandoned(self, modelled_bytes: float) -> None:
         """A transfer that will never report (its request failed): drop it from the queue."""
@@ -164,11 +187,11 @@ class LinkEstimator:
         return (self.in_flight_bytes + modelled_bytes) / self.bandwidth
 
 
-def _busy_seconds(intervals: list[tuple[float, float, float]]) -> float:
+def _busy_seconds(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of the [first, last] intervals."""
     total = 0.0
     end = float("-inf")
-    for a, b, _ in sorted(intervals):
+    for a, b in sorted(intervals):
         if a > end:
             total += b - a
             end = b

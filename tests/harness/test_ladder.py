@@ -422,3 +422,36 @@ def test_an_excluded_step_down_is_refused_not_a_capacity() -> None:
     search.record(_measure(w, 400, 400, health=PointHealth(schedule_lag_p99_s=2.0)))
     v = search.verdict("pdd")
     assert search.done and v.basis == "refused" and "step down to x2 was excluded" in v.reason
+
+
+def test_a_point_that_leaves_a_backlog_misses_whatever_its_attainment() -> None:
+    """PDD's relay answers a request while its P→MD transfer still crosses the WAN: a load
+    the WAN cannot carry meets the SLA while the transfers pile up (256 flows, 544 GB of
+    modelled KV still in flight 30 s after a 3.84 req/s point). Such a point did not
+    sustain its load: a miss, stated as such, never the capacity."""
+    search = LadderSearch(STEPPING, target_pct=99.0, origin_s=0.0, base_speedup=1.0)
+    backlog = "still busy after 30 s (pdd_flows_pending 256)"
+    w = search.next_window()
+    assert w is not None
+    search.record(dataclasses.replace(_measure(w, 400, 400), settle_s=30.0, backlog=backlog))
+    w2 = search.next_window()
+    assert w2 is not None and w2.load == 2.0 and w2.descend  # stepped down: x4 missed
+    search.record(dataclasses.replace(_measure(w2, 400, 400), settle_s=1.5))
+    w3 = search.next_window()
+    assert w3 is not None and w3.bisect
+    search.record(dataclasses.replace(_measure(w3, 400, 400), settle_s=2.0))
+    v = search.verdict("pdd")
+    assert v.basis == "capacity" and v.capacity_load_scale == pytest.approx(8**0.5)
+    assert v.points[0].backlog == backlog and v.points[1].backlog is None
+    assert v.points[1].settle_s == 1.5
+    lowest = LadderSearch(
+        dataclasses.replace(STEPPING, descend_points=0),
+        target_pct=99.0,
+        origin_s=0.0,
+        base_speedup=1.0,
+    )
+    w = lowest.next_window()
+    assert w is not None
+    lowest.record(dataclasses.replace(_measure(w, 400, 400), backlog=backlog))
+    r = lowest.verdict("pdd")
+    assert r.basis == "refused" and "was not sustained: the servers were still busy" in r.reason

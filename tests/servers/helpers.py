@@ -96,6 +96,30 @@ def deployment(
 
 
 @asynccontextmanager
+async def kv_receiver():
+    """A loopback KV receiver (``receive_kv``); yields the KvTarget of a WAN transfer to it."""
+    from aiohttp import web
+
+    from pddbench.servers import protocol as proto
+    from pddbench.servers.kvlink import receive_kv
+
+    async def h_kv(request: web.Request) -> web.Response:
+        await receive_kv(request)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/internal/kv/{rid}", h_kv)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    try:
+        yield proto.KvTarget(instance="d0", address=f"127.0.0.1:{port}", skip_tokens=0, path="wan")
+    finally:
+        await runner.cleanup()
+
+
+@asynccontextmanager
 async def running(spec: dict[str, Any], slow: dict[str, dict[str, float]] | None = None):
     """Run a deployment in this loop; instances named in ``slow`` sit behind a SlowLink.
 

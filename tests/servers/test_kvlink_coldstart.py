@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from pddbench.netem.slowstart import Compensation, PathModel, missing_s
 from pddbench.servers import kvlink
-from pddbench.servers import protocol as proto
-from pddbench.servers.kvlink import KvSender, receive_kv
+from pddbench.servers.kvlink import KvSender
+
+from .helpers import kv_receiver
 
 MODELLED = 100 * 46_490  # a 100-token KV handoff (pdd-flagship-1t)
 RATE, RTT, SCALE = 1.25e8, 0.03, 20.0  # 1 Gbit/s, 2 x 15 ms, at 1/20
@@ -29,35 +29,20 @@ def installed() -> Iterator[Compensation]:
 
 async def _transfers(n: int) -> list[tuple[kvlink.KvResult, float]]:
     """``n`` KV transfers in a row to one loopback receiver: (result, compensation waited)."""
-
-    async def h_kv(request: web.Request) -> web.Response:
-        await receive_kv(request)
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/internal/kv/{rid}", h_kv)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
-    target = proto.KvTarget(instance="d0", address=f"127.0.0.1:{port}", skip_tokens=0, path="wan")
     out = []
-    try:
-        async with aiohttp.ClientSession() as http:
-            for i in range(n):
-                sender = KvSender(
-                    http,
-                    target,
-                    rid=f"r{i}",
-                    source="p0",
-                    prompt_len=100,
-                    kv_bytes_per_token=46_490,
-                    byte_scale=1 / SCALE,
-                )
-                sender.available(100)
-                out.append((await sender.run(), sender.compensated_s))
-    finally:
-        await runner.cleanup()
+    async with kv_receiver() as target, aiohttp.ClientSession() as http:
+        for i in range(n):
+            sender = KvSender(
+                http,
+                target,
+                rid=f"r{i}",
+                source="p0",
+                prompt_len=100,
+                kv_bytes_per_token=46_490,
+                byte_scale=1 / SCALE,
+            )
+            sender.available(100)
+            out.append((await sender.run(), sender.compensated_s))
     return out
 
 

@@ -183,3 +183,23 @@ def test_sequencer_orders_and_reports_duplicates() -> None:
     s.offer(4, 14, "MD")
     with pytest.raises(SeamError):
         s.offer(4, 14, "RLD")
+
+
+def test_link_estimator_is_not_fooled_by_a_slow_prefill() -> None:
+    """A pipelined sender waits for each prefill chunk: the link is idle between chunks. A
+    busy P spreads a transfer over seconds; counted as transfer time, that made a 10 Gbit/s
+    line look like 43 MB/s in a main job and sent every request to the relay. Only the
+    sender's active intervals count, and the estimate never exceeds the line."""
+    rate, chunk, gap = 1.25e9, 1e8, 0.5  # 100 MB chunks, one every 0.5 s (P-bound)
+    link = LinkEstimator(GBPS10, ceiling_bytes_per_s=GBPS10)
+    for t0 in (0.0, 10.0, 20.0):
+        active = [(t0 + k * gap, t0 + k * gap + chunk / rate) for k in range(10)]
+        link.started(10 * chunk)
+        link.finished(10 * chunk, start=t0, first_byte=t0, last_byte=active[-1][1], active=active)
+    assert link.bandwidth == pytest.approx(rate, rel=0.01)
+    whole = LinkEstimator(GBPS10)  # the old sample: [first byte, last byte]
+    whole.finished(10 * chunk, start=0.0, first_byte=0.0, last_byte=9 * gap + chunk / rate)
+    assert whole.bandwidth < rate / 4
+    capped = LinkEstimator(GBPS10, ceiling_bytes_per_s=GBPS10)
+    capped.finished(1e9, start=0.0, first_byte=0.0, last_byte=0.1)  # 10 GB/s: buffer effects
+    assert capped.bandwidth == GBPS10

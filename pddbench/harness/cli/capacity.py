@@ -99,6 +99,15 @@ from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
     help="Bisection points after the first miss (fresh trace).",
 )
 @click.option(
+    "--descend",
+    "descend_points",
+    type=int,
+    default=DEFAULT_LADDER.descend_points,
+    show_default=True,
+    help="Step-down points (each the previous rate / --growth) when the first rung already "
+    "misses, before the search refuses.",
+)
+@click.option(
     "--budget",
     default=None,
     help="Wall-time bound on the whole walk (sending + draining), e.g. 10m.",
@@ -141,6 +150,7 @@ def capacity(
     max_point_duration: str,
     min_requests: int,
     bisect_points: int,
+    descend_points: int,
     budget: str | None,
     warmup: str,
     max_lag: str,
@@ -164,6 +174,7 @@ def capacity(
             ),
             min_requests=min_requests,
             bisect_points=bisect_points,
+            descend_points=max(0, min(descend_points, max_points - 1)),
             time_budget_s=parse_duration(budget, "--budget") if budget else None,
             warmup_s=parse_duration(warmup, "--warmup"),
             max_lag_p99_s=parse_duration(max_lag, "--max-lag"),

@@ -3,10 +3,10 @@
 Which pairs: every KV sender (``prefill``, ``relay-decode``) to every instance in another
 site that receives KV (not a router, not a prefill) — P↔MD and RLD↔MD in ``pdd``, P↔D in
 cross-DC PD. How much: :data:`pddbench.netem.transfer.WARM_BDPS` bandwidth-delay products
-of the fastest (scaled) WAN link through each of ``connections`` pooled connections per
-pair, so their windows are open as a transfer engine's long-lived connections are
-(``pddbench.servers.prewarm``). Runs in the client's thread (it reaches every instance).
-Must not start or stop anything.
+of the fastest (scaled) WAN link through each of the servers' ``kv_streams_per_peer``
+pooled connections per pair (the streams WAN KV transfers take), so their windows are
+open as a transfer engine's long-lived connections are (``pddbench.servers.prewarm``).
+Runs in the client's thread (it reaches every instance). Must not start or stop anything.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from pddbench.harness.config.scenario import Scenario
 
 SENDERS = {"prefill", "relay-decode"}
 NOT_RECEIVERS = {"router", "prefill"}
-CONNECTIONS = 2
+
+
+def connections(scenario: Scenario) -> int:
+    """Connections per pair: as many as the servers' KV streams per WAN peer."""
+    from pddbench.servers.config import DeploymentConfig
+
+    default = DeploymentConfig.model_fields["kv_streams_per_peer"].default
+    return int((scenario.deployment or {}).get("kv_streams_per_peer", default))
 
 
 def warm_pairs(scenario: Scenario) -> dict[str, list[str]]:
@@ -68,7 +75,7 @@ def prewarm(scenario: Scenario, urls: dict[str, str], timeout_s: float = 120.0) 
         body = {
             "peers": [urls[p].removeprefix("http://") for p in peers],
             "bytes": nbytes,
-            "connections": CONNECTIONS,
+            "connections": connections(scenario),
         }
         req = urllib.request.Request(
             f"{urls[sender]}/internal/prewarm",

@@ -137,6 +137,16 @@ class PointMeasure:
     health: PointHealth = field(default_factory=PointHealth)
     censored: int = 0  # cut at the request limit before their SLA bound: excluded
     wall_s: float | None = None  # sending + draining, as run (None: the budget's reserve)
+    # the servers' work after the point's last answer (drive.quiesce): how long it took to
+    # finish (None: not watched), and, when it did not finish in the wait, what was left.
+    # A point that leaves a backlog did not sustain its load (its answers came while queues
+    # grew, as relayed requests' WAN transfers can): it misses, whatever its attainment.
+    settle_s: float | None = None
+    backlog: str = ""
+
+    @property
+    def sustained(self) -> bool:
+        return not self.backlog
 
     @property
     def attainment(self) -> float:
@@ -318,7 +328,7 @@ class LadderSearch:
             else:
                 self._stop = ("load-bounded", f"point {self._label(w)} excluded: {why}")
             return
-        if m.attainment >= self.target:
+        if m.attainment >= self.target and m.sustained:
             if self._met is None or self.level(w) > self.level(self._met):
                 self._met = w
             return
@@ -332,6 +342,14 @@ class LadderSearch:
                 for c in CRITERIA
                 if m.met_by.get(c, m.requests) / m.requests < self.target
             ]
+            if not short and m.attainment >= self.target:  # met, but on growing queues
+                self._stop = (
+                    "refused",
+                    f"the lowest load {self._label(w)} was not sustained: the servers were "
+                    f"{m.backlog}; this system's capacity lies below the ladder's lowest "
+                    "point (start the walk lower)",
+                )
+                return
             which = ", ".join(short) or f"all criteria together {m.attainment:.1%}"
             self._stop = (
                 "refused",
@@ -398,16 +416,20 @@ class LadderSearch:
         def level(m: PointMeasure) -> float:
             return self.level(m.window)
 
-        missed = [level(m) for m in valid if m.attainment < self.target]
+        def meets(m: PointMeasure) -> bool:
+            return m.attainment >= self.target and m.sustained
+
+        missed = [level(m) for m in valid if not meets(m)]
         ceiling = min(missed) if missed else math.inf
-        meeting = [m for m in valid if m.attainment >= self.target and level(m) < ceiling]
+        meeting = [m for m in valid if meets(m) and level(m) < ceiling]
         cap = max(meeting, key=level) if meeting and basis != "refused" else None
 
         def bounds(m: PointMeasure) -> tuple[float, float]:
             return wilson(m.met, m.requests, s.confidence)
 
         surely_met = [m for m in meeting if bounds(m)[0] >= self.target]
-        surely_missed = [m for m in valid if bounds(m)[1] < self.target]
+        # a load not sustained is beyond the capacity whatever its sample said
+        surely_missed = [m for m in valid if bounds(m)[1] < self.target or not m.sustained]
         low = max(surely_met, key=level) if surely_met else None
         high = min(surely_missed, key=level) if surely_missed else None
         origin = self.origin_rps
@@ -462,6 +484,8 @@ class LadderSearch:
             offered_rps=m.offered_rps,
             schedule_lag_p99_s=m.health.schedule_lag_p99_s,
             excluded=m.health.exclusion(self.settings),
+            settle_s=m.settle_s,
+            backlog=m.backlog or None,
         )
 
 

@@ -44,6 +44,8 @@ class LadderPoint(BaseModel):
     offered_rps: float  # measured: requests intended after the warm-up ÷ measured time
     schedule_lag_p99_s: float | None = None
     excluded: str | None = None  # why the point does not count
+    settle_s: float | None = None  # the servers' work after the last answer took this long
+    backlog: str | None = None  # still busy after the wait: the load was not sustained
 
     def label(self) -> str:
         """``"x16"`` (load rungs) or ``"7.68 req/s (x16.3)"`` (rate rungs: planned rate)."""

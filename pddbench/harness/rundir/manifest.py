@@ -88,6 +88,12 @@ class LadderPointInfo(_Section):
     warmup_s: float
     point_s: float
     request_limit_s: float
+    # after the last answer: how long the servers took to finish the point's work (None:
+    # a front door without busy series) and what was still busy when the wait ended ("":
+    # nothing: the load was sustained); why this point got a fresh deployment ("": it did not)
+    settle_s: float | None = None
+    backlog: str = ""
+    redeployed: str = ""
 
 
 class RunManifest(BaseModel):
