@@ -118,6 +118,7 @@ def run_ladder(
         backlog = ""
         while (window := search.next_window()) is not None:
             echo(f"pddbench: {scenario.name}: {search.progress(time.monotonic() - began)}")
+            point_began = time.monotonic()  # a fresh deployment counts in the point's time
             redeployed = ""
             if backlog:  # the previous point left work behind: start this one afresh
                 redeployed = f"the previous point's servers were {backlog}"
@@ -140,7 +141,6 @@ def run_ladder(
                     request_timeout_s=min(options.api.request_timeout_s, settings.request_limit_s),
                 ),
             )
-            point_began = time.monotonic()
             plan = prepare(trace, opts)
             paths = new_run(out_root, f"{scenario.name}-x{window.load:.3g}")
             manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)

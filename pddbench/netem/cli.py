@@ -56,7 +56,7 @@ def _print_topology(topo: Topology) -> None:
 @_run_id
 def up(scenario: str, run_id: str | None) -> None:
     """Bring the network up and hold it until Ctrl-C / SIGTERM."""
-    config = load_network_config(scenario)
+    config = load_network_config(scenario, probe_scale=True)
     try:
         with Topology.up(config, run_id, label=scenario) as topo:
             _print_topology(topo)
@@ -135,7 +135,7 @@ def probe(
     goodput_fraction: float,
 ) -> None:
     """Bring the network up, measure every link, compare with the scenario, tear down."""
-    config = load_network_config(scenario)
+    config = load_network_config(scenario, probe_scale=True)
     tolerance = ProbeTolerance(rtt_tolerance_ms, p99_tolerance_ms, goodput_fraction)
     with Topology.up(config, run_id, label=scenario) as topo:
         _print_topology(topo)

@@ -15,8 +15,9 @@ netem in the kernel: 5 Gbit/s at 95-96 % (shared/NETWORK.md), taken as is.
 Intra-site segments (the RDMA stand-in, 400 Gbit/s in the built-ins) are plain veth +
 HTB, which carries ~20 Gbit/s for one flow here (NETWORK.md: 20-26 Gbit/s), so they
 count too, against :data:`VETH_MBIT`: otherwise a P→RLD transfer would run at veth
-speed, not the segment's. The built-ins (10 Gbit/s WAN, 400 Gbit/s segments) come out
-at 1/20 on either backend, so the systems compared in one replay share one scale.
+speed, not the segment's. The built-ins (100 Gbit/s WAN, 400 Gbit/s segments) come out
+at 1/100 on the userspace backend and 1/20 on kernel netem; the systems compared in one
+replay share one network, so one scale.
 """
 
 from __future__ import annotations

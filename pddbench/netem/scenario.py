@@ -33,8 +33,12 @@ def network_from_mapping(data: dict[str, Any], source: str = "scenario") -> Netw
         raise UserError(first + more, details=details) from None
 
 
-def load_network_config(name_or_path: str | Path) -> NetworkConfig:
-    """The network of a built-in scenario or scenario file, or of a bare ``[network]`` file."""
+def load_network_config(name_or_path: str | Path, *, probe_scale: bool = False) -> NetworkConfig:
+    """The network of a built-in scenario or scenario file, or of a bare ``[network]`` file.
+
+    ``probe_scale``: a scenario's automatic scale is checked on this host first, as a replay
+    checks it (:mod:`pddbench.harness.deploy.scale_probe`), so that ``netem up|probe
+    --scenario`` emulate what a replay of that scenario would."""
     from pddbench.harness.config.scenario import parse_scenario, scenario_text
 
     text, origin = scenario_text(str(name_or_path))
@@ -47,5 +51,13 @@ def load_network_config(name_or_path: str | Path) -> NetworkConfig:
     if "deployment" in data or "engines" in data:
         from pddbench.netem.backend import backend_here
 
-        return parse_scenario(text, origin).resolved(backend_here()).network_config()
+        parsed = parse_scenario(text, origin)
+        if probe_scale:
+            import click
+
+            from pddbench.harness.deploy.scale_probe import probed
+
+            echo = lambda line: click.echo(line, err=True)  # noqa: E731
+            return probed(parsed, backend_here(), echo=echo).network_config()
+        return parsed.resolved(backend_here()).network_config()
     return network_from_mapping(data["network"], origin)

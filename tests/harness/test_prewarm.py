@@ -21,5 +21,5 @@ def test_same_dc_has_nothing_to_warm_across_a_wan() -> None:
 
 
 def test_four_bdps_of_the_scaled_wan() -> None:
-    pdd = load_scenario("pdd").resolved("nfqueue")  # 1/20: 500 Mbit/s, RTT 2 x (15 + 3) ms
-    assert warm_bytes(pdd) == 4 * int(500e6 / 8 * 0.036)
+    pdd = load_scenario("pdd").resolved("nfqueue")  # 1/100: 1 Gbit/s, RTT 2 x (15 + 3) ms
+    assert warm_bytes(pdd) == 4 * int(1000e6 / 8 * 0.036)

@@ -27,7 +27,9 @@ def test_builtins_load_and_derive_sites() -> None:
     assert {s.name for s in net.sites} == {"dc-a", "dc-b"}
     assert [c.site for c in net.effective_clients()] == ["dc-a"]  # next to the router
     assert pdd.front_door_name == "router" and pdd.integrity_seed == 0
-    assert net.scale == pdd.emulation_scale == 20.0 and pdd.scale_source.startswith("auto: 1/20")
+    # 100 Gbit/s over a backend that sustains 1 Gbit/s
+    assert net.scale == pdd.emulation_scale == 100.0
+    assert pdd.scale_source.startswith("auto: 1/100")
     with pytest.raises(ValueError, match="not resolved"):
         load_scenario("pdd").network_config()
 

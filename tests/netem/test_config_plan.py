@@ -172,7 +172,8 @@ def test_built_in_scenario_names_give_the_network_replay_gets() -> None:
 
     cfg = load_network_config("pdd")
     assert cfg == load_scenario("pdd").resolved(backend_here()).network_config()
-    assert cfg.scale == 20.0  # auto for the built-ins' 10 Gbit/s WAN and 400 Gbit/s segments
+    # auto for the built-ins' 100 Gbit/s WAN and 400 Gbit/s segments
+    assert cfg.scale == {"nfqueue": 100.0, "kernel": 20.0}[backend_here()]
     assert [s.name for s in cfg.sites] == ["dc-a", "dc-b"] and cfg.links[0].name == "wan"
     with pytest.raises(UserError, match=r"unknown scenario 'nope' .*built-in: .*pdd"):
         load_network_config("nope")

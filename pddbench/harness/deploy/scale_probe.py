@@ -24,7 +24,7 @@ from pddbench.harness.config.scenario import Scenario
 from pddbench.netem.scale import SCALE_STEPS
 
 CARRY_FRACTION = 0.9  # of each WAN direction's scaled rate (bench and netem probe: 90 %)
-MAX_COARSER = 2  # 1/20 -> 1/50 -> 1/100 at most; past that the deploy's check decides
+MAX_COARSER = 2  # 1/100 -> 1/200 -> 1/500 at most; past that the deploy's check decides
 
 
 @dataclass(frozen=True)

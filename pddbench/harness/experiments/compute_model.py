@@ -30,7 +30,8 @@ from pddbench.servers.tokens import TokenStream
 MODEL = "pdd-flagship-1t"
 BLOCK = 64
 CHUNK = 8192
-# the pdd scenario's WAN (scenarios/pdd.toml): 10 Gbit/s, 15 ms one way, ±3 ms jitter
+# a 10 Gbit/s WAN, 15 ms one way, ±3 ms jitter: the bottom of the published 10-100 Gbit/s
+# range (the built-in scenarios' line is 100 Gbit/s, sized for the main job's load)
 WAN_BYTES_PER_S = 10e9 / 8
 ONE_WAY_S = 0.015
 JITTER_S = 0.003
