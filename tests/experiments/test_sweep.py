@@ -35,13 +35,13 @@ def _scenario(name: str) -> tuple[str, dict]:
 def test_plan_starts_at_the_scenarios_own_line_and_changes_one_field_at_a_time() -> None:
     _, data = _scenario("cross-dc-pd")
     base = base_link(data)
-    plan = plan_points({"rate_mbit": [10000, 2500, 1000], "loss_pct": [0, 0.1]}, base)
-    assert [p.key for p in plan] == ["base", "rate2500", "rate1000", "loss0.1"]
+    plan = plan_points({"rate_mbit": [100000, 25000, 10000], "loss_pct": [0, 0.1]}, base)
+    assert [p.key for p in plan] == ["base", "rate25000", "rate10000", "loss0.1"]
     assert [p.key for p in dimension_points(plan, "loss_pct")] == ["base", "loss0.1"]
-    assert [point_value(p, "rate_mbit", base) for p in plan] == [10000, 2500, 1000, 10000]
+    assert [point_value(p, "rate_mbit", base) for p in plan] == [100000, 25000, 10000, 100000]
     assert point_value(plan[0], "jitter_ms", base) == 3.0
-    with pytest.raises(ValueError, match="first point must be the scenario's own 10000"):
-        plan_points({"rate_mbit": [5000, 2500]}, base)
+    with pytest.raises(ValueError, match="first point must be the scenario's own 100000"):
+        plan_points({"rate_mbit": [50000, 25000]}, base)
     with pytest.raises(ValueError, match="unknown sweep dimension"):
         plan_points({"delay_ms": [15, 30]}, base)
 
@@ -65,7 +65,7 @@ def test_point_scenarios_are_valid_and_override_the_wan_only() -> None:
     assert sc.network["segment"] == data["network"]["segment"]  # intra-DC untouched
     loss = override_scenario(data, SweepPoint("loss_pct", 0.1))
     assert loss["network"]["links"][0]["loss_pct"] == 0.1
-    assert loss["deployment"]["routing"]["wan_bandwidth_gbps"] == 10.0
+    assert loss["deployment"]["routing"]["wan_bandwidth_gbps"] == 100.0
     assert data["network"]["links"][0].get("loss_pct") is None  # the input is not changed
     assert override_scenario(data, SweepPoint(None, None))["name"] == "pdd"
     shadowed = {"name": "s", "network": {"links": [

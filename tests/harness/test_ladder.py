@@ -442,6 +442,7 @@ def test_a_point_that_leaves_a_backlog_misses_whatever_its_attainment() -> None:
     search.record(dataclasses.replace(_measure(w3, 400, 400), settle_s=2.0))
     v = search.verdict("pdd")
     assert v.basis == "capacity" and v.capacity_load_scale == pytest.approx(8**0.5)
+    assert "missed at x4 (not sustained: a backlog)" in v.reason
     assert v.points[0].backlog == backlog and v.points[1].backlog is None
     assert v.points[1].settle_s == 1.5
     lowest = LadderSearch(

@@ -61,5 +61,8 @@ def test_wait_quiet_gives_up_and_says_what_was_busy() -> None:
     )
     assert not q.quiet and q.known and q.busy == {"pdd_inflight_requests": 2.0}
     assert "pdd_inflight_requests 2" in q.describe()
-    blind = wait_quiet("http://x/metrics", 3.0, read=lambda _: {}, sleep=lambda _: None)
-    assert blind.quiet and not blind.known
+    for unwatched in ({}, None):  # no busy series; no /metrics at all
+        blind = wait_quiet(
+            "http://x/metrics", 3.0, read=lambda _, u=unwatched: u, sleep=lambda _: None
+        )
+        assert blind.quiet and not blind.known

@@ -73,19 +73,18 @@ def wait_quiet(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Quiet:
-    """Poll ``metrics_url`` until every busy series is 0, for at most ``timeout_s``."""
+    """Poll ``metrics_url`` until every busy series is 0, for at most ``timeout_s``.
+
+    A front door that cannot be read (no ``/metrics``, an error) or that has none of the
+    busy series cannot be watched: the outcome is quiet and not ``known``, at once."""
     began = clock()
-    busy: dict[str, float] = {}
-    known = False
     while True:
         got = read(metrics_url)
-        if got is not None:
-            known = known or bool(got)
-            busy = {k: v for k, v in got.items() if v > 0}
-            if not got:  # nothing to wait on: an endpoint without these series
-                return Quiet(True, False, clock() - began)
-            if not busy:
-                return Quiet(True, True, clock() - began)
+        if not got:  # unreadable, or nothing to wait on
+            return Quiet(True, False, clock() - began)
+        busy = {k: v for k, v in got.items() if v > 0}
+        if not busy:
+            return Quiet(True, True, clock() - began)
         if clock() - began >= timeout_s:
-            return Quiet(False, known, clock() - began, busy)
+            return Quiet(False, True, clock() - began, busy)
         sleep(POLL_S)

@@ -239,8 +239,11 @@ class LadderSearch:
     def _capacity_reason(self, extra: str = "") -> str:
         assert self._met is not None and self._missed is not None
         n = sum(1 for m in self.measures if m.window.bisect)
+        missed = next((m for m in self.measures if m.window is self._missed), None)
+        how = "" if missed is None or missed.sustained else " (not sustained: a backlog)"
         return (
-            f"met the target at {self._label(self._met)}, missed at {self._label(self._missed)}"
+            f"met the target at {self._label(self._met)}, missed at "
+            f"{self._label(self._missed)}{how}"
             + (f" ({n} bisection point{'s' * (n != 1)})" if self.settings.bisect_points else "")
             + extra
         )
