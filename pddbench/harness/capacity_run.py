@@ -1,11 +1,7 @@
 """Running the shared load ladder against one system: the I/O around :class:`LadderSearch`.
 
 Deploys the scenario once and runs each point the search asks for as a short replay in
-its own run folder. After each point it waits for the servers to finish the point's work
-(:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
-``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
-point did not sustain its load — recorded, a miss for the search — and the next point
-gets a fresh deployment (``<system>-x<load>``): the point's own trace window (sessions no
+its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
 earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
 warm-up plus the measured time the search chose (powered points are sized, and their
 load scales found for their rate rungs, from the trace's planned schedule,
@@ -14,7 +10,12 @@ each point (sending + draining) for the search's time budget. Measures each poin
 (:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
 ``pddbench capacity`` and the main job's capacity step both call :func:`run_ladder`.
-Decides nothing itself: what to run and how to read it is the sans-IO search's.
+After each point it waits for the servers to finish the point's work
+(:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
+``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
+point did not sustain its load — recorded, a miss for the search — and the next point
+gets a fresh deployment. Decides nothing itself: what to run and how to read it is the
+sans-IO search's.
 """
 
 from __future__ import annotations

@@ -53,11 +53,13 @@ def load_network_config(name_or_path: str | Path, *, probe_scale: bool = False) 
 
         parsed = parse_scenario(text, origin)
         if probe_scale:
+            import functools
+
             import click
 
             from pddbench.harness.deploy.scale_probe import probed
 
-            echo = lambda line: click.echo(line, err=True)  # noqa: E731
+            echo = functools.partial(click.echo, err=True)
             return probed(parsed, backend_here(), echo=echo).network_config()
         return parsed.resolved(backend_here()).network_config()
     return network_from_mapping(data["network"], origin)

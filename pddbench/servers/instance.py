@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -130,7 +131,9 @@ class WorkerInstance(HandoffEndpoints):
         self.channels: dict[str, EventChannel] = {}
         self.http: aiohttp.ClientSession | None = None  # control traffic
         self.kv_http: aiohttp.ClientSession | None = None  # KV bytes (the WAN's bulk class)
-        self._streams: dict[str, asyncio.Semaphore] = {}  # WAN peer -> its KV streams
+        self._streams: defaultdict[str, asyncio.Semaphore] = defaultdict(  # WAN peer's KV streams
+            lambda: asyncio.Semaphore(dep.kv_streams_per_peer)
+        )
         self.runner: web.AppRunner | None = None
         self.address = cfg.address
 
@@ -320,22 +323,15 @@ class WorkerInstance(HandoffEndpoints):
             )
         return self._submit(job)
 
-    def _wan_streams(self, peer: str) -> asyncio.Semaphore:
-        sem = self._streams.get(peer)
-        if sem is None:
-            sem = self._streams[peer] = asyncio.Semaphore(self.dep.kv_streams_per_peer)
-        return sem
-
     def _start_senders(self, job: Job) -> None:
         remaining = len(job.senders)
 
         async def send(sender: KvSender) -> None:
             nonlocal remaining
             try:
-                if sender.target.path == "wan":  # the peer's streams, in order of arrival
-                    async with self._wan_streams(sender.target.address):
-                        r = await sender.run()
-                else:
+                t = sender.target  # WAN: the peer's streams, in order of arrival
+                wan = self._streams[t.address] if t.path == "wan" else contextlib.nullcontext()
+                async with wan:
                     r = await sender.run()
                 self.m.kv_sent.inc(r.bytes, r.to, r.path)
                 job.event(

@@ -12,7 +12,7 @@ import asyncio
 import aiohttp
 import pytest
 
-from pddbench.harness.drive.quiesce import busy_series, wait_quiet
+from pddbench.harness.drive.quiesce import Quiet, busy_series, wait_quiet
 
 from .helpers import complete, deployment, running
 
@@ -29,7 +29,7 @@ def test_wait_quiet_waits_for_a_relayed_requests_wan_transfer() -> None:
     # 4,000 tokens x 46,490 B x 1e-3 = 186 KB at 150 KB/s: > 1 s on the stand-in WAN
     slow = {"md0": {"rate_bytes_per_s": 1.5e5, "delay_s": 0.01}}
 
-    async def main() -> tuple[object, object, object, dict[str, float]]:
+    async def main() -> tuple[Quiet, Quiet, Quiet, dict[str, float]]:
         async with running(spec, slow) as (_, url, _):
             async with aiohttp.ClientSession() as http:
                 done = await complete(http, url, list(range(1, 4001)), 2, "q0")
@@ -45,9 +45,9 @@ def test_wait_quiet_waits_for_a_relayed_requests_wan_transfer() -> None:
 
     early, settled, again, during = asyncio.run(main())
     assert during.get("pdd_flows_pending", 0) >= 1, during
-    assert not early.quiet and early.known and early.busy, early  # type: ignore[attr-defined]
-    assert settled.quiet and settled.known and settled.waited_s > 0.1, settled  # type: ignore[attr-defined]
-    assert again.quiet and again.waited_s < 1.0  # type: ignore[attr-defined]
+    assert not early.quiet and early.known and early.busy, early
+    assert settled.quiet and settled.known and settled.waited_s > 0.1, settled
+    assert again.quiet and again.waited_s < 1.0
 
 
 def test_wait_quiet_gives_up_and_says_what_was_busy() -> None:

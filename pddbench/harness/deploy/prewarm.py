@@ -22,14 +22,6 @@ SENDERS = {"prefill", "relay-decode"}
 NOT_RECEIVERS = {"router", "prefill"}
 
 
-def connections(scenario: Scenario) -> int:
-    """Connections per pair: as many as the servers' KV streams per WAN peer."""
-    from pddbench.servers.config import DeploymentConfig
-
-    default = DeploymentConfig.model_fields["kv_streams_per_peer"].default
-    return int((scenario.deployment or {}).get("kv_streams_per_peer", default))
-
-
 def warm_pairs(scenario: Scenario) -> dict[str, list[str]]:
     """Sender instance → the receivers in other sites it pre-warms."""
     if scenario.deployment is None:
@@ -70,12 +62,13 @@ def prewarm(scenario: Scenario, urls: dict[str, str], timeout_s: float = 120.0) 
     if not pairs:
         return []
     nbytes = warm_bytes(scenario)
+    streams = scenario.deployment_config.kv_streams_per_peer  # as many as KV transfers take
     done = []
     for sender, peers in pairs.items():
         body = {
             "peers": [urls[p].removeprefix("http://") for p in peers],
             "bytes": nbytes,
-            "connections": connections(scenario),
+            "connections": streams,
         }
         req = urllib.request.Request(
             f"{urls[sender]}/internal/prewarm",

@@ -236,6 +236,10 @@ class LadderSearch:
             return None
         return math.sqrt(self.level(self._met) * self.level(self._missed)), "bisect"
 
+    def _meets(self, m: PointMeasure) -> bool:
+        """The point met the target on a load it sustained."""
+        return m.attainment >= self.target and m.sustained
+
     def _capacity_reason(self, extra: str = "") -> str:
         assert self._met is not None and self._missed is not None
         n = sum(1 for m in self.measures if m.window.bisect)
@@ -331,7 +335,7 @@ class LadderSearch:
             else:
                 self._stop = ("load-bounded", f"point {self._label(w)} excluded: {why}")
             return
-        if m.attainment >= self.target and m.sustained:
+        if self._meets(m):
             if self._met is None or self.level(w) > self.level(self._met):
                 self._met = w
             return
@@ -345,7 +349,7 @@ class LadderSearch:
                 for c in CRITERIA
                 if m.met_by.get(c, m.requests) / m.requests < self.target
             ]
-            if not short and m.attainment >= self.target:  # met, but on growing queues
+            if m.attainment >= self.target:  # met, but on growing queues
                 self._stop = (
                     "refused",
                     f"the lowest load {self._label(w)} was not sustained: the servers were "
@@ -419,12 +423,9 @@ class LadderSearch:
         def level(m: PointMeasure) -> float:
             return self.level(m.window)
 
-        def meets(m: PointMeasure) -> bool:
-            return m.attainment >= self.target and m.sustained
-
-        missed = [level(m) for m in valid if not meets(m)]
+        missed = [level(m) for m in valid if not self._meets(m)]
         ceiling = min(missed) if missed else math.inf
-        meeting = [m for m in valid if meets(m) and level(m) < ceiling]
+        meeting = [m for m in valid if self._meets(m) and level(m) < ceiling]
         cap = max(meeting, key=level) if meeting and basis != "refused" else None
 
         def bounds(m: PointMeasure) -> tuple[float, float]:
