@@ -138,11 +138,15 @@ class Turns:
     order: np.ndarray  # int64: rows sorted by (session, turn)
 
 
-def turns_by_session(session_codes: np.ndarray, arrival: np.ndarray) -> Turns:
-    """Number each session's requests by arrival (equal arrivals keep file order)."""
+def turns_by_session(
+    session_codes: np.ndarray, arrival: np.ndarray, tiebreak: np.ndarray | None = None
+) -> Turns:
+    """Number each session's requests by arrival; equal arrivals by ``tiebreak`` (a
+    format's own round number, say), then file order."""
     codes = np.asarray(session_codes, dtype=np.int64)
     n = codes.size
-    order = np.lexsort((np.arange(n), np.asarray(arrival, dtype=np.float64), codes))
+    keys = [np.arange(n)] if tiebreak is None else [np.arange(n), np.asarray(tiebreak)]
+    order = np.lexsort((*keys, np.asarray(arrival, dtype=np.float64), codes))
     sorted_codes = codes[order]
     starts = np.ones(n, dtype=bool)
     starts[1:] = sorted_codes[1:] != sorted_codes[:-1]
