@@ -255,8 +255,10 @@ def get_hash_ids(obj: Mapping[str, Any], key: str, where: str) -> np.ndarray:
         array = np.asarray(values)
     except (ValueError, TypeError, OverflowError):  # ragged nesting and the like
         array = np.asarray([None])
-    if array.ndim == 1 and (
-        array.dtype.kind == "u" or (array.dtype.kind == "i" and array.min() >= 0)
+    if (
+        array.ndim == 1
+        and (array.dtype.kind == "u" or (array.dtype.kind == "i" and array.min() >= 0))
+        and bool not in set(map(type, values))  # numpy counts true as 1
     ):
         return array.astype(np.uint64, copy=False)
     for pos, value in enumerate(values):  # slow path: find and name the first bad entry
