@@ -192,18 +192,32 @@ def _is_inference(attrs: dict[str, Any]) -> bool:
 
 
 def _agent(span: _Span, by_id: dict[tuple[str, str], _Span]) -> str | None:
-    """The nearest ``invoke_agent`` ancestor's name; a parent chain that loops is an error."""
-    seen = {span.span}
+    """The nearest ``invoke_agent`` ancestor's name."""
     up = by_id.get((span.trace, span.parent)) if span.parent else None
-    while up is not None:
-        if up.span in seen:
-            raise fail(span.where, f"parentSpanId chain of span {span.span!r} is a loop")
-        seen.add(up.span)
+    while up is not None:  # no loops: _check_parents ran first
         if up.attributes.get(OPERATION) == "invoke_agent":
             name = up.attributes.get(AGENT_NAME)
             return str(name) if name is not None else "agent"
         up = by_id.get((up.trace, up.parent)) if up.parent else None
     return None
+
+
+def _check_parents(spans: list[_Span], by_id: dict[tuple[str, str], _Span]) -> None:
+    """Refuse a ``parentSpanId`` chain that loops (anywhere, not only above a call)."""
+    ends: set[tuple[str, str]] = set()  # spans whose chain is known to reach a root
+    for span in spans:
+        walk: list[tuple[str, str]] = []
+        on_walk: set[tuple[str, str]] = set()
+        key: tuple[str, str] | None = (span.trace, span.span)
+        while key is not None and key in by_id and key not in ends:
+            if key in on_walk:
+                raise fail(by_id[key].where,
+                           f"parentSpanId chain of span {key[1]!r} is a loop")
+            on_walk.add(key)
+            walk.append(key)
+            parent = by_id[key].parent
+            key = (key[0], parent) if parent else None
+        ends.update(walk)
 
 
 def import_otel(src: Path, *, block_size: int = OTEL_BLOCK_SIZE) -> ImportResult:
@@ -217,6 +231,7 @@ def import_otel(src: Path, *, block_size: int = OTEL_BLOCK_SIZE) -> ImportResult
         if key in by_id:
             raise fail(span.where, f"spanId {span.span!r} already used at {by_id[key].where}")
         by_id[key] = span
+    _check_parents(spans, by_id)
     calls = [s for s in spans if _is_inference(s.attributes)]
     if not calls:
         raise fail(str(src), f"no GenAI inference spans ({len(spans)} spans, none with "
@@ -234,8 +249,6 @@ def import_otel(src: Path, *, block_size: int = OTEL_BLOCK_SIZE) -> ImportResult
         outputs.append(out)
         cached.append(-1 if hit is None else min(hit, size))
         agents.append(_agent(span, by_id))
-    for span in spans:  # a loop among non-inference spans is as broken
-        _agent(span, by_id)
 
     n = len(calls)
     start_ns = np.asarray([s.start_ns for s in calls], dtype=np.int64)
