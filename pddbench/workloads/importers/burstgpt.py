@@ -96,19 +96,21 @@ def import_burstgpt(
     elapsed = numbers(src, frame, ELAPSED) if version == 2 else None
 
     warnings: list[str] = []
-    where = [f"{src}: line {line(label)}" for label in frame.index]
+    def where(i: int) -> str:
+        return f"{src}: line {line(frame.index[i])}"
+
     keep = np.ones(len(frame), dtype=bool)
     zero = outputs == 0
     if failed == "drop" and zero.any():
         keep = ~zero
         warnings.append(
             f"{int(zero.sum())} failed request(s) (Response tokens 0) dropped; first: "
-            f"{where[int(np.flatnonzero(zero)[0])]}"
+            f"{where(int(np.flatnonzero(zero)[0]))}"
         )
         if not keep.any():
             raise fail(str(src), "no requests left: every row is a failed request")
     rows = np.flatnonzero(keep)
-    output_length, zero_warnings = lift_zero_outputs(outputs[rows], lambda i: where[rows[i]])
+    output_length, zero_warnings = lift_zero_outputs(outputs[rows], lambda i: where(int(rows[i])))
     warnings.extend(zero_warnings)
     n = rows.size
     width = max(6, len(str(n - 1)))
