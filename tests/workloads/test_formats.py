@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -356,3 +357,86 @@ def test_validate_reports_one_block_size_for_every_row_once(
     assert main(["trace", "validate", str(path)]) == 2
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(err) == 1 and "every row (4): block_size: 4 is below" in err[0], err
+
+
+# ------------------------------------------------------------- fuzz: never a traceback
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**65), 2**65) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
+        ["2026-01-01T00:00:00Z", "user_message", "text", "request_end", "chat",
+         "dynamo.request.trace.v1", "-1"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=12,
+)
+
+
+def _record(keys: list[str]) -> st.SearchStrategy[dict]:
+    return st.fixed_dictionaries({}, optional={k: _values for k in keys})
+
+
+_BL_KEYS = ["chat_id", "parent_chat_id", "timestamp", "input_length", "output_length",
+            "hash_ids", "turn"]
+_TL_KEYS = ["session_id", "round_index", "input_tokens_total", "prefix_tokens",
+            "newly_append_tokens", "output_tokens", "reasoning_output_tokens",
+            "timing_events", "tools"]
+_DY_KEYS = ["schema", "event_type", "event_time_unix_ms", "agent_context", "request"]
+
+
+def _outcome(fn, path: Path) -> None:  # type: ignore[no-untyped-def]
+    try:
+        result = fn(path)
+    except UserError as exc:  # TraceError included: one line, naming the file
+        assert "\n" not in str(exc) and str(path) in str(exc), str(exc)
+        return
+    assert validate_table(result.table, file="fuzz") == []
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.sampled_from(["bailian", "tracelab", "dynamo"]), st.data())
+def test_arbitrary_records_give_a_valid_trace_or_one_line(kind: str, data: st.DataObject) -> None:
+    keys = {"bailian": _BL_KEYS, "tracelab": _TL_KEYS, "dynamo": _DY_KEYS}[kind]
+    rows = data.draw(st.lists(_record(keys), min_size=1, max_size=4))
+    fn = {"bailian": import_bailian, "tracelab": import_tracelab, "dynamo": import_dynamo}[kind]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        _outcome(fn, path)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_arbitrary_spans_give_a_valid_trace_or_one_line(data: st.DataObject) -> None:
+    doc = json.loads((FORMATS / "otel.json").read_text())
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    span = spans[data.draw(st.integers(0, len(spans) - 1))]
+    key = data.draw(st.sampled_from(["traceId", "spanId", "parentSpanId", "startTimeUnixNano",
+                                     "endTimeUnixNano", "attributes"]))
+    span[key] = data.draw(_values)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "o.json"
+        path.write_text(json.dumps(doc))
+        _outcome(import_otel, path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["bailian", "tracelab", "dynamo"]), st.data())
+def test_documented_rows_with_one_field_changed_give_a_valid_trace_or_one_line(
+    kind: str, data: st.DataObject
+) -> None:
+    name = {"bailian": "bailian.jsonl", "tracelab": "tracelab.jsonl", "dynamo": "dynamo.jsonl"}
+    rows = [json.loads(x) for x in (FORMATS / name[kind]).read_text().splitlines()]
+    row = rows[data.draw(st.integers(0, len(rows) - 1))]
+    target = row.get("event", row)  # Dynamo's sink envelope
+    if kind == "dynamo" and data.draw(st.booleans()):
+        target = target.get("request", target)
+        if data.draw(st.booleans()):
+            target = target.get("replay", target)
+    key = data.draw(st.sampled_from(sorted(target)))
+    target[key] = data.draw(_values)
+    fn = {"bailian": import_bailian, "tracelab": import_tracelab, "dynamo": import_dynamo}[kind]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        _outcome(fn, path)

@@ -28,7 +28,9 @@ Mapping:
 * **hashes are rebuilt position-chained** (:func:`~.blocks.chain_hashes`): the README
   says each 16-token block is hashed, not that a block's id names its whole prefix, so
   value ``k`` mixes ids ``0..k``; equal values then mean equal prefixes whichever way the
-  ids were made. ``block_size`` = 16, the partial last block kept as the file has it;
+  ids were made. The chain is seeded by the file's name (each file remaps its own hash
+  domain, so two files' ids are unrelated). ``block_size`` = 16, the partial last block
+  kept as the file has it;
 * dropped: ``type`` (text / search / image / file), Bailian's own ``turn`` number (the
   chain gives the turn index), and ``chat_id`` itself beyond the request id; an
   ``output_length`` of 0 becomes 1, with a warning.

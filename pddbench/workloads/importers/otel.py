@@ -128,7 +128,10 @@ def _value(raw: object, where: str) -> Any:
 
 def _attributes(span: dict[str, Any], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k, item in enumerate(span.get("attributes") or []):
+    items = span.get("attributes")
+    if items is not None and not isinstance(items, list):
+        raise fail(where, f"field 'attributes' must be a list, got {items!r}"[:200])
+    for k, item in enumerate(items or []):
         loc = f"{where}.attributes[{k}]"
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise fail(loc, "expected {\"key\": string, \"value\": {...}}")
