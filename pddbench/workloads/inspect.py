@@ -25,7 +25,8 @@ JSON form (:func:`summary_to_json`), stable keys::
     format ("pddbench.trace-summary"), version (1), file, epoch, requests, sessions,
     subagent_sessions, turns_per_session{mean,p50,p90,p99,max}, first_arrival_s,
     last_arrival_s, time_span_s, request_rate_per_s, session_rate_per_s,
-    input_length{...}, output_length{...}, hit{HIT}, weeks[{label, start_s, end_s, hit{HIT}}]
+    input_length{...}, output_length{...}, hit{HIT}, weeks[{label, start_s, end_s, hit{HIT}}],
+    hashes (where the prefix hashes came from, as the importer recorded it, or null)
 
     HIT = capacity_blocks, requests, input_tokens, cached_tokens, token_weighted,
           mean_per_request, share_ge_95, share_lt_50,
@@ -120,6 +121,9 @@ class TraceSummary:
     output_length: Distribution
     hit: HitStats
     weeks: tuple[PeriodHit, ...]
+    # where the prefix hashes came from, as the importer recorded it (carried, rebuilt
+    # from a token count, or a stated synthetic model); None when the file does not say
+    hashes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,16 @@ def summarize(trace: Trace, hits: HitResult) -> TraceSummary:
         output_length=distribution(out),
         hit=overall,
         weeks=tuple(_weeks(trace, arrival, hits, inp)),
+        hashes=_hashes_note(trace),
     )
+
+
+def _hashes_note(trace: Trace) -> str | None:
+    note = trace.source.get("hashes")
+    importer = trace.source.get("importer")
+    if not isinstance(note, str):
+        return None
+    return f"{importer}: {note}" if isinstance(importer, str) else note
 
 
 def summary_to_json(summary: TraceSummary) -> dict[str, object]:

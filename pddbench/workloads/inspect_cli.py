@@ -125,6 +125,7 @@ def summary_tables(s: TraceSummary) -> list[TextTable]:
         ("time span", _span(s.time_span_s)),
         ("request rate", _rate(s.request_rate_per_s)),
         ("session rate", _rate(s.session_rate_per_s)),
+        *((("prefix hashes", s.hashes),) if s.hashes else ()),
     )
     dists = (
         _dist_row("turns per session", s.turns_per_session, 1),

@@ -49,6 +49,7 @@ from pddbench.workloads.inspect import HitStats, grouped_hit_stats
 from pddbench.workloads.schema import Col
 from pddbench.workloads.synth_profile import LogNormal, Profile
 from pddbench.workloads.traceio import build_table, hashes_from_flat
+from pddbench.workloads.validate import block_size_problem
 
 AGENT_ID_BASE = np.uint64(1 << 63)
 """Agent-prompt block ids are ``AGENT_ID_BASE + (type << 32) + position``; counter ids < 2**63."""
@@ -74,7 +75,9 @@ class SynthOptions:
         chosen = [n for n in ("sessions", "rate", "requests") if getattr(self, n) is not None]
         if len(chosen) > 1:
             raise UserError(f"give at most one of --sessions, --rate, --requests (got {chosen})")
-        for name, low in (("sessions", 1), ("requests", 1), ("block_size", 1), ("seed", 0)):
+        if self.block_size is not None and (why := block_size_problem(self.block_size)):
+            raise UserError(f"--block-size {why}: a replay could not run the trace")
+        for name, low in (("sessions", 1), ("requests", 1), ("seed", 0)):
             value = getattr(self, name)
             if value is not None and value < low:
                 raise UserError(f"--{name.replace('_', '-')} must be at least {low}")
@@ -436,6 +439,8 @@ def synthesise(profile: Profile, options: SynthOptions | None = None) -> SynthTr
     opts.check()
     if opts.block_size is not None:
         profile = profile.model_copy(update={"block_size": opts.block_size})
+    elif why := block_size_problem(profile.block_size):
+        raise UserError(f"profile block_size {why}: a replay could not run the trace")
     days = opts.days if opts.days is not None else profile.days
     seed = opts.seed if opts.seed is not None else profile.seed
     rng = np.random.default_rng(seed)

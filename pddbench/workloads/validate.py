@@ -193,6 +193,9 @@ class _Finding:
     field: str
     rows: np.ndarray  # int64 row indices, any order
     describe: Callable[[int], str]
+    # the column the description reads, when it reads only that: a rule broken by every
+    # row with one value there is a trace-wide problem, reported once (see ``_lines``)
+    values: np.ndarray | None = None
 
 
 def _ints(column: pa.ChunkedArray, fill: int) -> np.ndarray:
@@ -289,26 +292,35 @@ def _null_findings(table: pa.Table) -> list[_Finding]:
     return found
 
 
+def _adder(
+    found: list[_Finding],
+) -> Callable[[str, np.ndarray, Callable[[int], str], np.ndarray | None], None]:
+    def add(
+        field: str, mask: np.ndarray, describe: Callable[[int], str],
+        values: np.ndarray | None = None,
+    ) -> None:
+        if mask.any():
+            found.append(_Finding(field, np.flatnonzero(mask), describe, values))
+
+    return add
+
+
 def _number_findings(r: _Rows) -> list[_Finding]:
     f: list[_Finding] = []
-
-    def add(field: str, mask: np.ndarray, describe: Callable[[int], str]) -> None:
-        if mask.any():
-            f.append(_Finding(field, np.flatnonzero(mask), describe))
-
+    add = _adder(f)
     arrival_bad = ~np.isfinite(r.arrival) & ~r.arrival_null
-    add(Col.ARRIVAL, arrival_bad, lambda i: f"{r.arrival[i]} is not a finite number")
-    add(Col.ARRIVAL, r.arrival < 0, lambda i: f"{r.arrival[i]:g} is negative")
+    add(Col.ARRIVAL, arrival_bad, lambda i: f"{r.arrival[i]} is not a finite number", None)
+    add(Col.ARRIVAL, r.arrival < 0, lambda i: f"{r.arrival[i]:g} is negative", r.arrival)
     think_bad = ~np.isfinite(r.think) & ~r.think_null
-    add(Col.THINK_TIME, think_bad, lambda i: f"{r.think[i]} is not a finite number")
-    add(Col.THINK_TIME, r.think < 0, lambda i: f"{r.think[i]:g} is negative")
-    add(Col.TURN_INDEX, r.turn < 0, lambda i: f"{r.turn[i]} is negative")
+    add(Col.THINK_TIME, think_bad, lambda i: f"{r.think[i]} is not a finite number", None)
+    add(Col.THINK_TIME, r.think < 0, lambda i: f"{r.think[i]:g} is negative", r.think)
+    add(Col.TURN_INDEX, r.turn < 0, lambda i: f"{r.turn[i]} is negative", r.turn)
     for name, values in (
         (Col.INPUT_LENGTH, r.input_length),
         (Col.OUTPUT_LENGTH, r.output_length),
         (Col.BLOCK_SIZE, r.block_size),
     ):
-        add(name, values <= 0, lambda i, v=values: f"{v[i]} is not positive")
+        add(name, values <= 0, lambda i, v=values: f"{v[i]} is not positive", values)
     return f
 
 
@@ -326,29 +338,41 @@ MAX_ARRIVAL_S = 1e9  # 31 years of trace
 _ID_ALLOWED = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"  # printable ASCII, no edge blanks
 
 
+def block_size_problem(block_size: int) -> str | None:
+    """Why a replay cannot run blocks of ``block_size`` tokens, or ``None`` if it can.
+
+    The one statement of the rule: trace validation applies it to every row, and the
+    commands that write traces (``trace synth``, ``trace import``) refuse such an option
+    before they write anything."""
+    if block_size <= 0:
+        return f"{block_size} is not positive"
+    if block_size < MIN_BLOCK_SIZE:
+        return (f"{block_size} is below the {MIN_BLOCK_SIZE} tokens a block needs to keep "
+                "prompts of different hashes apart")
+    if block_size > MAX_BLOCK_SIZE:
+        return f"{block_size} is above the limit of {MAX_BLOCK_SIZE}"
+    return None
+
+
 def _limit_findings(r: _Rows) -> list[_Finding]:
     f: list[_Finding] = []
-
-    def add(field: str, mask: np.ndarray, describe: Callable[[int], str]) -> None:
-        if mask.any():
-            f.append(_Finding(field, np.flatnonzero(mask), describe))
-
+    add = _adder(f)
     for name, values in ((Col.INPUT_LENGTH, r.input_length), (Col.OUTPUT_LENGTH, r.output_length)):
         add(name, values > MAX_TOKENS,
-            lambda i, v=values: f"{v[i]} is more than the {MAX_TOKENS} tokens a replay sends")
+            lambda i, v=values: f"{v[i]} is more than the {MAX_TOKENS} tokens a replay sends",
+            values)
     add(Col.ARRIVAL, r.arrival > MAX_ARRIVAL_S,
-        lambda i: f"{r.arrival[i]:g} s is past the replay's limit of {MAX_ARRIVAL_S:g} s")
-    add(Col.BLOCK_SIZE, (r.block_size > 0) & (r.block_size < MIN_BLOCK_SIZE),
-        lambda i: f"{r.block_size[i]} is below the {MIN_BLOCK_SIZE} tokens a block needs to "
-        "keep prompts of different hashes apart")
-    add(Col.BLOCK_SIZE, r.block_size > MAX_BLOCK_SIZE,
-        lambda i: f"{r.block_size[i]} is above the limit of {MAX_BLOCK_SIZE}")
+        lambda i: f"{r.arrival[i]:g} s is past the replay's limit of {MAX_ARRIVAL_S:g} s",
+        None)
+    bs = r.block_size
+    add(Col.BLOCK_SIZE, (bs > 0) & ((bs < MIN_BLOCK_SIZE) | (bs > MAX_BLOCK_SIZE)),
+        lambda i: str(block_size_problem(int(bs[i]))), bs)
     ids = pc.fill_null(r.request_id, "x")
     bad = ~pc.match_substring_regex(ids, _ID_ALLOWED).to_numpy(zero_copy_only=False)
     bad |= pc.utf8_length(ids).to_numpy(zero_copy_only=False) > MAX_ID_CHARS
     add(Col.REQUEST_ID, bad,
         lambda i: f"{r.rid(i)} is not 1-{MAX_ID_CHARS} printable ASCII characters "
-        "(it travels in the X-Request-Id header)")
+        "(it travels in the X-Request-Id header)", None)
     return f
 
 
@@ -567,7 +591,7 @@ def validate_table(table: pa.Table, *, file: str, max_problems: int = 50) -> lis
         *_id_findings(r),
         *_turn_findings(r),
     ]
-    return _lines(findings, file, max_problems)
+    return _lines(findings, file, max_problems, r.n)
 
 
 def replay_problems(table: pa.Table, *, file: str, max_problems: int = 50) -> list[str]:
@@ -575,12 +599,27 @@ def replay_problems(table: pa.Table, *, file: str, max_problems: int = 50) -> li
     lengths and block sizes past the replay's limits, request ids that cannot travel in
     a header. ``pddbench trace validate`` and ``pddbench replay`` check them; analysis
     commands read such traces."""
-    return _lines(_limit_findings(_Rows(table)), file, max_problems)
+    rows = _Rows(table)
+    return _lines(_limit_findings(rows), file, max_problems, rows.n)
 
 
-def _lines(findings: list[_Finding], file: str, max_problems: int) -> list[str]:
-    total = sum(int(x.rows.size) for x in findings)
-    limit = max(max_problems, 0)
+def _trace_wide(finding: _Finding, n_rows: int) -> bool:
+    """Every row breaks the rule with one value: a problem of the trace, not of its rows."""
+    if finding.values is None or n_rows < 2 or finding.rows.size != n_rows:
+        return False
+    values = finding.values
+    return bool(np.all(values == values[0]))
+
+
+def _lines(findings: list[_Finding], file: str, max_problems: int, n_rows: int) -> list[str]:
+    """One line per row problem, except a trace-wide one: ``FILE: every row (N): FIELD: …``,
+    once (a trace synthesised with one bad block size is one problem, not a million)."""
+    wide = [f for f in findings if _trace_wide(f, n_rows)]
+    findings = [f for f in findings if not _trace_wide(f, n_rows)]
+    head = [f"{file}: every row ({n_rows:,}): {f.field}: {f.describe(0)}" for f in wide]
+    head = head[: max(max_problems, 0)]
+    total = sum(int(x.rows.size) for x in findings) + len(wide) - len(head)
+    limit = max(max_problems - len(head), 0)
     candidates: list[tuple[int, int, int]] = []
     for rule, finding in enumerate(findings):
         firsts = np.sort(finding.rows)[:limit]
@@ -592,4 +631,4 @@ def _lines(findings: list[_Finding], file: str, max_problems: int) -> list[str]:
         lines.append(f"{file}: row {row}: {finding.field}: {finding.describe(row)}")
     if total > len(lines):
         lines.append(f"... and {total - len(lines)} more problems")
-    return lines
+    return head + lines

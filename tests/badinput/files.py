@@ -201,6 +201,7 @@ _BAD_ROWS: dict[str, dict[str, object]] = {
     "t-negative-turn": {"turn_index": [0, -1, 0]},
     "t-session-cycle": {"parent_session_id": ["s1", "s0", None],
                         "parent_request_id": [None, None, None]},
+    "t-block-4-every-row": {"block_size": 4, "block_hashes": [list(range(16))] * 3},
 }
 for _name, _changes in _BAD_ROWS.items():
     builds(f"{_name}.parquet")(
@@ -215,7 +216,8 @@ BAD_TRACES = [
 ]
 # well-formed traces a replay cannot run: `trace inspect` reads them
 REPLAY_LIMITS = [
-    "t-block-2", "t-block-huge", "t-input-2e9", "t-output-1e7", "t-arrival-1e12", "t-id-crlf",
+    "t-block-2", "t-block-4-every-row", "t-block-huge", "t-input-2e9", "t-output-1e7",
+    "t-arrival-1e12", "t-id-crlf",
     "t-id-latin", "t-id-emoji", "t-id-long", "t-id-space-edge",
 ]
 
@@ -288,6 +290,158 @@ _text("weka-deep.json", "[" * 100_000 + "]" * 100_000)
 _text("weka-empty.json", "")
 _text("weka-empty-object.json", "{}")
 _text("weka-wrong-types.json", '{"sessions": "nope"}')
+
+
+# the agentic formats: Bailian, BurstGPT, TraceLab, Dynamo, OpenTelemetry GenAI spans
+
+
+def _jsonl(*rows: dict) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _bl(**changes: object) -> dict:
+    return {"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 32,
+            "output_length": 8, "type": "text", "turn": 1, "hash_ids": [1, 2], **changes}
+
+
+_text("bl-empty.jsonl", "")
+_text("bl-garbage.jsonl", "chat_id=1 parent=-1\n")
+_text("bl-list.jsonl", "[1, 2]\n")
+_text("bl-wrong-types.jsonl", _jsonl(_bl(chat_id="one")))
+_text("bl-string-hashes.jsonl", _jsonl(_bl(hash_ids="1,2")))
+_text("bl-cycle.jsonl", _jsonl(_bl(chat_id=1, parent_chat_id=2), _bl(chat_id=2, parent_chat_id=1)))
+_text("bl-self-parent.jsonl", _jsonl(_bl(chat_id=3, parent_chat_id=3)))
+_text("bl-duplicate-chat.jsonl", _jsonl(_bl(), _bl()))
+_text("bl-parent-later.jsonl", _jsonl(_bl(chat_id=1, parent_chat_id=2, timestamp=1.0),
+                                      _bl(chat_id=2, timestamp=9.0)))
+_text("bl-negative-time.jsonl", _jsonl(_bl(timestamp=-4.0)))
+_text("bl-huge-time.jsonl", _jsonl(_bl(timestamp=1e300)))
+_text("bl-nan-time.jsonl", _jsonl(_bl()).replace('"timestamp": 0.5', '"timestamp": NaN'))
+_text("bl-hash-2e64.jsonl", _jsonl(_bl(hash_ids=[2**63, 2**64])))
+_text("bl-hash-negative.jsonl", _jsonl(_bl(hash_ids=[2**63, -1])))
+_text("bl-hash-count.jsonl", _jsonl(_bl(hash_ids=[1, 2, 3, 4])))
+
+_BG1 = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+_BG2 = ("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,"
+        "Log Type\n")
+_text("bg-good.csv", _BG1 + "5,ChatGPT,472,18,490,Conversation log\n")
+_text("bg-empty.csv", "")
+_text("bg-garbage.csv", "no commas here\njust words\n")
+_text("bg-header-only.csv", _BG2)
+_text("bg-string-tokens.csv", _BG1 + "5,ChatGPT,many,18,490,Conversation log\n")
+_text("bg-negative-time.csv", _BG1 + "-5,ChatGPT,472,18,490,Conversation log\n")
+_text("bg-huge-time.csv", _BG1 + "1e300,ChatGPT,472,18,490,Conversation log\n")
+_text("bg-no-elapsed.csv", _BG1.replace("Timestamp,", "Timestamp,Session ID,")
+      + "5,s1,ChatGPT,472,18,490,Conversation log\n")
+_text("bg-negative-elapsed.csv", _BG2 + "5,s1,-3,ChatGPT,472,18,490,Conversation log\n")
+_text("bg-all-failed.csv", _BG2 + "5,s1,3,ChatGPT,472,0,472,Conversation log\n")
+_text("bg-extra-fields.csv", _BG1 + "5,ChatGPT,472,18,490,Conversation log,extra,more\n")
+
+
+@builds("bg-not-utf8.csv")
+def _bg_not_utf8(ws: Workspace) -> Path:
+    return _raw(ws, "bg-not-utf8.csv", _BG1.encode() + b"5,\xff\xfe,472,18,490,x\n")
+
+
+def _tl(**changes: object) -> dict:
+    return {"session_id": "codex:s", "round_index": 0, "input_tokens_total": 100,
+            "prefix_tokens": 80, "newly_append_tokens": 20, "output_tokens": 5,
+            "timing_events": [{"event_type": "user_message", "timestamp": "2026-01-01T00:00:00Z"},
+                              {"event_type": "text", "timestamp": "2026-01-01T00:00:01Z"}],
+            "tools": [], **changes}
+
+
+_text("tl-good.jsonl", _jsonl(_tl()))
+_text("tl-empty.jsonl", "")
+_text("tl-garbage.jsonl", "round 0 of codex:s\n")
+_text("tl-list.jsonl", "[1]\n")
+_text("tl-wrong-types.jsonl", _jsonl(_tl(session_id=7)))
+_text("tl-string-tokens.jsonl", _jsonl(_tl(input_tokens_total="big")))
+_text("tl-events-not-list.jsonl", _jsonl(_tl(timing_events="soon")))
+_text("tl-bad-time.jsonl", _jsonl(_tl(timing_events=[
+    {"event_type": "user_message", "timestamp": "yesterday"}])))
+_text("tl-year-1000.jsonl", _jsonl(_tl(timing_events=[
+    {"event_type": "user_message", "timestamp": "1000-01-01T00:00:00Z"}])))
+_text("tl-year-99999.jsonl", _jsonl(_tl(timing_events=[
+    {"event_type": "user_message", "timestamp": "99999-01-01T00:00:00Z"}])))
+_text("tl-prefix-over.jsonl", _jsonl(_tl(prefix_tokens=500)))
+_text("tl-undated.jsonl", _jsonl(_tl(timing_events=[])))
+
+
+@builds("tl-bad-gzip.jsonl.gz")
+def _tl_bad_gzip(ws: Workspace) -> Path:
+    import gzip
+
+    return _raw(ws, "tl-bad-gzip.jsonl.gz", gzip.compress(_jsonl(_tl()).encode())[:-12])
+
+
+def _dy(rid: str = "r1", at: float = 1760000000000, context: dict | None = None,
+        **replay: object) -> dict:
+    record: dict = {"schema": "dynamo.request.trace.v1", "event_type": "request_end",
+                    "request": {"request_id": rid, "request_received_ms": at,
+                                "output_tokens": 4,
+                                "replay": {"trace_block_size": 16, "input_length": 32,
+                                           "input_sequence_hashes": [2**63 + 1, 7],
+                                           **replay}}}
+    if context is not None:
+        record["agent_context"] = context
+    return record
+
+
+_text("dy-empty.jsonl", "")
+_text("dy-garbage.jsonl", "request_end r1\n")
+_text("dy-wrong-schema.jsonl", _jsonl({**_dy(), "schema": "dynamo.request.trace.v2"}))
+_text("dy-no-request.jsonl", _jsonl({"schema": "dynamo.request.trace.v1",
+                                     "event_type": "request_end"}))
+_text("dy-wrong-types.jsonl", _jsonl(_dy(input_length="32")))
+_text("dy-cycle.jsonl", _jsonl(_dy("a", context={"session_id": "A", "parent_session_id": "B"}),
+                               _dy("b", context={"session_id": "B", "parent_session_id": "A"})))
+_text("dy-self-parent.jsonl", _jsonl(_dy(context={"session_id": "A",
+                                                  "parent_session_id": "A"})))
+_text("dy-negative-time.jsonl", _jsonl(_dy(at=-1)))
+_text("dy-huge-time.jsonl", _jsonl(_dy(at=1e300)))
+_text("dy-hash-2e64.jsonl", _jsonl(_dy(input_sequence_hashes=[2**63, 2**64])))
+_text("dy-hash-negative.jsonl", _jsonl(_dy(input_sequence_hashes=[2**63, -5])))
+_text("dy-hash-count.jsonl", _jsonl(_dy(input_sequence_hashes=[1])))
+_text("dy-mixed-block.jsonl", _jsonl(_dy("a"), _dy("b", trace_block_size=32)))
+_text("dy-duplicate-id.jsonl", _jsonl(_dy("a"), _dy("a")))
+_text("dy-no-request-end.jsonl", _jsonl({"schema": "dynamo.request.trace.v1",
+                                         "event_type": "tool_end"}))
+
+
+def _ot(*spans: dict) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]})
+
+
+def _span(sid: str = "c1", parent: str | None = None, start: object = "1760000000000000000",
+          end: object = "1760000001000000000", *, op: str = "chat",
+          tokens: dict | None = None) -> dict:
+    attributes = [{"key": "gen_ai.operation.name", "value": {"stringValue": op}}]
+    for key, value in (tokens if tokens is not None else
+                       {"input_tokens": {"intValue": "100"},
+                        "output_tokens": {"intValue": "5"}}).items():
+        attributes.append({"key": f"gen_ai.usage.{key}", "value": value})
+    span = {"traceId": "t1", "spanId": sid, "name": f"{op} m", "startTimeUnixNano": start,
+            "endTimeUnixNano": end, "attributes": attributes}
+    if parent is not None:
+        span["parentSpanId"] = parent
+    return span
+
+
+_text("ot-empty.json", "")
+_text("ot-garbage.json", "{resourceSpans: nope")
+_text("ot-list.json", "[1, 2]")
+_text("ot-no-resource-spans.json", '{"spans": []}')
+_text("ot-wrong-types.json", _ot(_span(tokens={"input_tokens": {"stringValue": "many"},
+                                                "output_tokens": {"intValue": "5"}})))
+_text("ot-no-input-tokens.json", _ot(_span(tokens={"output_tokens": {"intValue": "5"}})))
+_text("ot-cycle.json", _ot(_span("a", "b", op="invoke_agent", tokens={}),
+                           _span("b", "a", op="invoke_agent", tokens={}), _span("c", "a")))
+_text("ot-negative-time.json", _ot(_span(start="-5")))
+_text("ot-huge-time.json", _ot(_span(start="99999999999999999999")))
+_text("ot-end-before-start.json", _ot(_span(end="1750000000000000000")))
+_text("ot-no-inference.json", _ot(_span(op="execute_tool", tokens={})))
+_text("ot-duplicate-span.json", _ot(_span("a"), _span("a")))
 
 
 # ------------------------------------------------------------------------ scenarios

@@ -85,6 +85,7 @@ _TRACE_SAYS = {
     "t-parent-later": "parent_request_id", "t-negative-turn": "turn_index",
     "t-null-session": "session_id", "t-arrival-1e12": "arrival_s", "t-epoch-text": "epoch",
     "t-epoch-9999": "epoch", "t-session-cycle": "own ancestor",
+    "t-block-4-every-row": "every row (3): block_size: 4",
 }
 _TRACE_LINES = {"t-turn-repeat": 2, "t-parent-later": 2, "t-session-cycle": 2}
 for _t in BAD_TRACES:
@@ -130,6 +131,54 @@ _IMPORTS: dict[str, dict[str, str]] = {
         ("weka-garbage.json", "weka-list.json", "weka-deep.json", "weka-empty.json",
          "weka-empty-object.json", "weka-wrong-types.json", "missing-weka"), ""
     ),
+    "bailian": {
+        "bl-empty.jsonl": "empty", "bl-garbage.jsonl": "not valid JSON",
+        "bl-list.jsonl": "JSON object", "bl-wrong-types.jsonl": "chat_id",
+        "bl-string-hashes.jsonl": "hash_ids", "bl-cycle.jsonl": "loop (chat 1 -> 2 -> 1)",
+        "bl-self-parent.jsonl": "own chat_id", "bl-duplicate-chat.jsonl": "already used",
+        "bl-parent-later.jsonl": "after this request", "bl-negative-time.jsonl": "timestamp",
+        "bl-huge-time.jsonl": "out of range", "bl-nan-time.jsonl": "finite",
+        "bl-hash-2e64.jsonl": "hash_ids'[1]", "bl-hash-negative.jsonl": "hash_ids'[1]",
+        "bl-hash-count.jsonl": "4 blocks", "mc-deep.jsonl": "nested too deeply",
+        "mc-not-utf8.jsonl": "not UTF-8",
+    },
+    "burstgpt": {
+        "bg-empty.csv": "empty", "bg-garbage.csv": "missing column",
+        "bg-header-only.csv": "no requests", "bg-string-tokens.csv": "Request tokens",
+        "bg-negative-time.csv": "Timestamp", "bg-huge-time.csv": "Timestamp",
+        "bg-no-elapsed.csv": "Elapsed time", "bg-negative-elapsed.csv": "Elapsed time",
+        "bg-all-failed.csv": "failed request", "bg-extra-fields.csv": "8 fields",
+        "bg-not-utf8.csv": "UTF-8", "az-good.csv": "Timestamp",
+    },
+    "tracelab": {
+        "tl-empty.jsonl": "empty", "tl-garbage.jsonl": "not valid JSON",
+        "tl-list.jsonl": "JSON object", "tl-wrong-types.jsonl": "session_id",
+        "tl-string-tokens.jsonl": "input_tokens_total",
+        "tl-events-not-list.jsonl": "timing_events", "tl-bad-time.jsonl": "ISO-8601",
+        "tl-year-1000.jsonl": "out of range", "tl-year-99999.jsonl": "ISO-8601",
+        "tl-prefix-over.jsonl": "exceed", "tl-undated.jsonl": "no rounds",
+        "tl-bad-gzip.jsonl.gz": "gzip", "mc-deep-object.jsonl": "nested too deeply",
+    },
+    "dynamo": {
+        "dy-empty.jsonl": "empty", "dy-garbage.jsonl": "not valid JSON",
+        "dy-wrong-schema.jsonl": "schema", "dy-no-request.jsonl": "'request'",
+        "dy-wrong-types.jsonl": "input_length", "dy-cycle.jsonl": "own ancestor",
+        "dy-self-parent.jsonl": "own parent", "dy-negative-time.jsonl": "request_received_ms",
+        "dy-huge-time.jsonl": "out of range", "dy-hash-2e64.jsonl": "input_sequence_hashes",
+        "dy-hash-negative.jsonl": "input_sequence_hashes", "dy-hash-count.jsonl": "1 blocks",
+        "dy-mixed-block.jsonl": "differs", "dy-duplicate-id.jsonl": "already used",
+        "dy-no-request-end.jsonl": "no request_end", "tl-bad-gzip.jsonl.gz": "gzip",
+    },
+    "otel": {
+        "ot-empty.json": "empty", "ot-garbage.json": "not valid JSON",
+        "ot-list.json": "JSON object", "ot-no-resource-spans.json": "resourceSpans",
+        "ot-wrong-types.json": "gen_ai.usage.input_tokens",
+        "ot-no-input-tokens.json": "gen_ai.usage.input_tokens", "ot-cycle.json": "loop",
+        "ot-negative-time.json": "startTimeUnixNano",
+        "ot-huge-time.json": "startTimeUnixNano", "ot-end-before-start.json": "before",
+        "ot-no-inference.json": "no GenAI inference spans",
+        "ot-duplicate-span.json": "already used", "mc-deep.jsonl": "nested too deeply",
+    },
 }
 for _kind, _sources in _IMPORTS.items():
     for _src, _says in _sources.items():
@@ -143,6 +192,15 @@ case("import-output-under-file", "importers", lambda ws, o: [
 case("import-azure-block-0", "importers", lambda ws, o: [
     "trace", "import", "azure", str(ws["az-good.csv"]), "-o", str(o / "t.parquet"),
     "--block-size", "0"], says="block")
+for _kind, _src, _bad in (("burstgpt", "bg-good.csv", "4"), ("burstgpt", "bg-good.csv", "0"),
+                          ("tracelab", "tl-good.jsonl", "100000")):
+    case(f"import-{_kind}-block-{_bad}", "importers", lambda ws, o, k=_kind, s=_src, b=_bad: [
+        "trace", "import", k, str(ws[s]), "-o", str(o / "t.parquet"), "--block-size", b],
+        says="a replay could not run")
+for _bad in ("4", "100000", "0"):
+    case(f"synth-block-{_bad}", "options", lambda ws, o, b=_bad: [
+        "trace", "synth", "--profile", "smoke", "--block-size", b, "-o", str(o / "t.parquet")],
+        says="--block-size")
 case("import-mooncake-min-match-0", "importers", lambda ws, o: [
     "trace", "import", "mooncake", str(ws["mc-good.jsonl"]), "-o", str(o / "t.parquet"),
     "--min-match-blocks", "0"], says="min_match_blocks")

@@ -125,7 +125,7 @@ HIT_KEYS = {"capacity_blocks", "requests", "input_tokens", "cached_tokens", "tok
 TOP_KEYS = {"format", "version", "file", "epoch", "requests", "sessions", "subagent_sessions",
             "turns_per_session", "first_arrival_s", "last_arrival_s", "time_span_s",
             "request_rate_per_s", "session_rate_per_s", "input_length", "output_length", "hit",
-            "weeks"}
+            "weeks", "hashes"}
 
 
 def test_json_keys(trace_file: Path) -> None:

@@ -180,7 +180,9 @@ arbitrary_row = st.fixed_dictionaries({
     Col.BLOCK_HASHES: st.none() | st.lists(st.none() | st.integers(0, 9), max_size=12),
     Col.THINK_TIME: floats, Col.AGENT_TYPE: st.none(),
 })
-LINE = re.compile(rf"^{FILE}: row \d+: [a-z_]+: \S.*$|^\.\.\. and \d+ more problems$")
+LINE = re.compile(
+    rf"^{FILE}: (row \d+|every row \([\d,]+\)): [a-z_]+: \S.*$|^\.\.\. and \d+ more problems$"
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -214,12 +216,24 @@ def test_problem_cap_adds_a_count_line() -> None:
         r[Col.PARENT_REQUEST_ID] = None
         r[Col.TURN_INDEX] = 0
         r[Col.SESSION_ID] = f"s{i}"
-        r[Col.INPUT_LENGTH] = 0  # 120 problems
+        r[Col.INPUT_LENGTH] = -(i % 2)  # 120 problems (two values: not trace-wide)
     lines = validate_table(_table(rows), file=FILE, max_problems=50)
     assert len(lines) == 51
     assert lines[0] == f"{FILE}: row 0: input_length: 0 is not positive"
     assert lines[49].startswith(f"{FILE}: row 49: ")
     assert lines[-1] == "... and 70 more problems"
+
+
+def test_a_trace_wide_problem_is_one_line() -> None:
+    """One bad value in every row (a trace written with one bad block size) is one line."""
+    rows = [dict(r) for r in _base_rows()]
+    for r in rows:
+        r[Col.BLOCK_SIZE] = 0
+    lines = validate_table(_table(rows), file=FILE)
+    assert lines[0] == f"{FILE}: every row (4): block_size: 0 is not positive"
+    assert not any(": row " in line and "block_size" in line for line in lines)
+    wide = [dict(r, **{Col.BLOCK_SIZE: 4 if i else 0}) for i, r in enumerate(_base_rows())]
+    assert validate_table(_table(wide), file=FILE)[0].startswith(f"{FILE}: row 0: block_size")
 
 
 def test_sub_agent_first_turn_may_name_a_parent_in_its_parent_session() -> None:

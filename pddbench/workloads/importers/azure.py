@@ -22,21 +22,20 @@ not write files (the CLI does).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pddbench.errors import UserError
 from pddbench.workloads.importers.common import (
-    INT32_MAX,
     ImportResult,
+    check_block_size_option,
     check_input_file,
     fail,
     lift_zero_outputs,
     source_record,
 )
+from pddbench.workloads.importers.csvtable import integers, line, read_csv
 from pddbench.workloads.traceio import build_table, hashes_from_flat
 
 AZURE_BLOCK_SIZE = 512
@@ -45,63 +44,6 @@ REQUEST_PREFIX = "az-"
 TIMESTAMP = "TIMESTAMP"
 CONTEXT_TOKENS = "ContextTokens"
 GENERATED_TOKENS = "GeneratedTokens"
-_HEADER_LINES = 1
-
-
-def _line(row_label: int) -> int:
-    return int(row_label) + _HEADER_LINES + 1
-
-
-def _read_csv(src: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(src, skipinitialspace=True, skip_blank_lines=False, dtype=str)
-    except pd.errors.EmptyDataError:
-        raise fail(str(src), "file is empty") from None
-    except pd.errors.ParserError as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
-        match = re.search(r"line (\d+)", text)
-        where = f"{src}: line {match.group(1)}" if match else str(src)
-        raise fail(where, f"not valid CSV ({text})") from None
-    except UnicodeDecodeError:
-        raise fail(str(src), "not valid CSV (not UTF-8 text)") from None
-    if not isinstance(frame.index, pd.RangeIndex):  # rows with more fields than the header
-        raise _extra_fields(src)
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in (TIMESTAMP, CONTEXT_TOKENS, GENERATED_TOKENS) if c not in frame.columns]
-    if missing:
-        have = ", ".join(frame.columns)
-        raise fail(str(src), f"line 1: missing column(s) {', '.join(missing)} (header: {have})")
-    # blank lines become all-null rows: drop them, keeping each row's index = line - 2
-    return frame.dropna(how="all")
-
-
-def _extra_fields(src: Path) -> UserError:
-    """The first row with more fields than the header (pandas made them an index)."""
-    import csv
-
-    with src.open(newline="", encoding="utf-8", errors="replace") as fh:
-        rows = csv.reader(fh)
-        width = len(next(rows, []))
-        for line_no, row in enumerate(rows, start=2):
-            if len(row) > width:
-                return fail(f"{src}: line {line_no}",
-                            f"{len(row)} fields, the header has {width}")
-    return fail(str(src), "rows have more fields than the header")
-
-
-def _integers(src: Path, frame: pd.DataFrame, column: str, minimum: int) -> np.ndarray:
-    raw = frame[column]
-    numbers = pd.to_numeric(raw, errors="coerce")
-    values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~np.isfinite(values) | (values != np.floor(values))
-    bad |= (values < minimum) | (values > INT32_MAX)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise fail(
-            f"{src}: line {_line(frame.index[i])}",
-            f"{column} must be an integer >= {minimum}, got {raw.iloc[i]!r}",
-        )
-    return values.astype(np.int64)
 
 
 def _one_timestamp(value: object) -> pd.Timestamp | None:
@@ -125,7 +67,7 @@ def _timestamps(src: Path, frame: pd.DataFrame) -> pd.DatetimeIndex:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise fail(
-            f"{src}: line {_line(frame.index[i])}",
+            f"{src}: line {line(frame.index[i])}",
             f"{TIMESTAMP} {raw.iloc[i]!r} is not a date-time (years 1677-2262)",
         )
     return pd.DatetimeIndex(parsed).as_unit("ns")  # pandas may pick s or us otherwise
@@ -133,17 +75,16 @@ def _timestamps(src: Path, frame: pd.DataFrame) -> pd.DatetimeIndex:
 
 def import_azure(src: Path, *, block_size: int = AZURE_BLOCK_SIZE) -> ImportResult:
     """Read an Azure LLM inference CSV trace; see the module docstring."""
-    if block_size <= 0:
-        raise UserError(f"block size must be a positive integer, got {block_size}")
+    check_block_size_option(block_size)
     src = check_input_file(Path(src))
-    frame = _read_csv(src)
+    frame = read_csv(src, (TIMESTAMP, CONTEXT_TOKENS, GENERATED_TOKENS))
     if frame.empty:
         raise fail(str(src), "no requests (header only)")
     stamps = _timestamps(src, frame)
-    context = _integers(src, frame, CONTEXT_TOKENS, minimum=1)
-    generated = _integers(src, frame, GENERATED_TOKENS, minimum=0)
+    context = integers(src, frame, CONTEXT_TOKENS, minimum=1)
+    generated = integers(src, frame, GENERATED_TOKENS, minimum=0)
     output_length, warnings = lift_zero_outputs(
-        generated, lambda i: f"{src}: line {_line(frame.index[i])}"
+        generated, lambda i: f"{src}: line {line(frame.index[i])}"
     )
 
     ns = stamps.asi8

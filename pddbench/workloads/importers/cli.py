@@ -16,8 +16,18 @@ import pyarrow as pa
 
 from pddbench.errors import UserError
 from pddbench.workloads.importers.azure import AZURE_BLOCK_SIZE, import_azure
+from pddbench.workloads.importers.bailian import import_bailian
+from pddbench.workloads.importers.burstgpt import (
+    BURSTGPT_BLOCK_SIZE,
+    FAILED_POLICIES,
+    PREFIX_MODELS,
+    import_burstgpt,
+)
 from pddbench.workloads.importers.common import ImportResult
+from pddbench.workloads.importers.dynamo import import_dynamo
 from pddbench.workloads.importers.mooncake import import_mooncake
+from pddbench.workloads.importers.otel import OTEL_BLOCK_SIZE, import_otel
+from pddbench.workloads.importers.tracelab import TRACELAB_BLOCK_SIZE, import_tracelab
 from pddbench.workloads.importers.weka import SESSION_STARTS, import_weka
 from pddbench.workloads.traceio import write_trace
 
@@ -43,7 +53,8 @@ def _write(result: ImportResult, output: Path) -> None:
 
 @click.group("import")
 def trace_import() -> None:
-    """Convert a public trace (Mooncake, WEKA, Azure) to a canonical trace file."""
+    """Convert a public trace (Mooncake, WEKA, Azure, Bailian, BurstGPT, TraceLab, Dynamo,
+    OpenTelemetry GenAI spans) to a canonical trace file."""
 
 
 @trace_import.command("mooncake")
@@ -105,3 +116,66 @@ def weka_command(
 def azure_command(src: Path, output: Path, block_size: int) -> None:
     """Azure LLM inference CSV (TIMESTAMP, ContextTokens, GeneratedTokens)."""
     _write(import_azure(src, block_size=block_size), output)
+
+
+def _block_size(default: int, what: str):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--block-size", type=int, default=default, show_default=True,
+        help=f"Tokens per block of the rebuilt prefix hashes ({what}).",
+    )
+
+
+@trace_import.command("bailian")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+def bailian_command(src: Path, output: Path) -> None:
+    """Alibaba Bailian (Qwen) JSONL: sessions from parent_chat_id, 16-token block hashes."""
+    _write(import_bailian(src), output)
+
+
+@trace_import.command("burstgpt")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@_block_size(BURSTGPT_BLOCK_SIZE, "the format has none")
+@click.option(
+    "--failed", type=click.Choice(FAILED_POLICIES), default="drop", show_default=True,
+    help="Rows with Response tokens 0: drop them (counted) or keep them as 1-token requests.",
+)
+@click.option(
+    "--prefix", type=click.Choice(PREFIX_MODELS), default="history", show_default=True,
+    help="Synthetic prefix model: a v2 session turn re-sends the previous prompt, or none.",
+)
+def burstgpt_command(
+    src: Path, output: Path, block_size: int, failed: str, prefix: str
+) -> None:
+    """BurstGPT CSV, v1 or v2 (Session ID, Elapsed time): v2 sessions are kept."""
+    result = import_burstgpt(
+        src, block_size=block_size, failed=failed, prefix=prefix,  # type: ignore[arg-type]
+    )
+    _write(result, output)
+
+
+@trace_import.command("tracelab")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@_block_size(TRACELAB_BLOCK_SIZE, "built from prefix_tokens")
+def tracelab_command(src: Path, output: Path, block_size: int) -> None:
+    """TraceLab JSONL(.gz), one row per LLM round; think times from the timing events."""
+    _write(import_tracelab(src, block_size=block_size), output)
+
+
+@trace_import.command("dynamo")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+def dynamo_command(src: Path, output: Path) -> None:
+    """Dynamo request traces (dynamo.request.trace.v1, JSONL or JSONL.GZ)."""
+    _write(import_dynamo(src), output)
+
+
+@trace_import.command("otel")
+@click.argument("src", type=_PATH)
+@_OUTPUT
+@_block_size(OTEL_BLOCK_SIZE, "from cached-token counts or the history model")
+def otel_command(src: Path, output: Path, block_size: int) -> None:
+    """OpenTelemetry GenAI spans (OTLP JSON): one trace is one session."""
+    _write(import_otel(src, block_size=block_size), output)

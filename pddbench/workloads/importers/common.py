@@ -9,8 +9,11 @@ owns that wording. It must not know any particular trace format.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import json
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -19,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pddbench.errors import TraceError
+from pddbench.errors import TraceError, UserError
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import hashes_from_flat
 
@@ -66,6 +69,15 @@ def fail(where: str, message: str) -> TraceError:
     return TraceError(text, details=[text])
 
 
+def check_block_size_option(block_size: int, option: str = "block size") -> None:
+    """Refuse a block size a replay could not run (the rule of ``validate``), before
+    anything is read or written."""
+    from pddbench.workloads.validate import block_size_problem
+
+    if why := block_size_problem(block_size):
+        raise UserError(f"{option} {why}: a replay could not run the trace")
+
+
 def check_input_file(path: Path) -> Path:
     """``path`` if it is an existing, non-empty regular file; else a :class:`TraceError`."""
     if not path.exists():
@@ -75,6 +87,48 @@ def check_input_file(path: Path) -> Path:
     if path.stat().st_size == 0:
         raise fail(str(path), "file is empty")
     return path
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def json_lines(src: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, object)`` for each non-blank line of a JSONL file (gunzipped when it is gzip).
+
+    ``where`` is ``FILE: line N``. A line that is not JSON, not UTF-8, nested too deeply or
+    not a JSON object is a one-line :class:`TraceError` naming it; so is a damaged gzip
+    stream. The file must exist and be non-empty (:func:`check_input_file`).
+    """
+    src = check_input_file(src)
+    with src.open("rb") as fh:
+        packed = fh.read(2) == GZIP_MAGIC
+    opener = gzip.open if packed else open
+    line_no = 0
+    try:
+        with opener(src, "rb") as fh:
+            for line_no, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                where = f"{src}: line {line_no}"
+                yield where, parse_json_object(raw, where)
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise fail(f"{src}: line {line_no + 1}", f"not a readable gzip stream ({exc})") from None
+
+
+def parse_json_object(raw: bytes | str, where: str) -> dict[str, Any]:
+    """One JSON object from ``raw``, or a one-line :class:`TraceError` saying why not."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        reason = (
+            exc.msg if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply" if isinstance(exc, RecursionError)
+            else "not UTF-8"
+        )
+        raise fail(where, f"not valid JSON ({reason})") from None
+    if not isinstance(obj, dict):
+        raise fail(where, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def _type_name(value: object) -> str:
@@ -117,34 +171,47 @@ def get_int(
     return value
 
 
+MAX_NUMBER = 1e12  # 31 years in ms, 31,000 years in s
+MAX_UNIX_MS = 1e13  # the year 2286: a Unix time in milliseconds past it is not a time
+
+
 def get_number(
-    obj: Mapping[str, Any], key: str, where: str, *, minimum: float | None = 0.0
+    obj: Mapping[str, Any],
+    key: str,
+    where: str,
+    *,
+    minimum: float | None = 0.0,
+    maximum: float = MAX_NUMBER,
 ) -> float:
-    """``obj[key]`` as a finite number (``>= minimum``)."""
+    """``obj[key]`` as a finite number in ``[minimum, maximum]``."""
     if key not in obj:
         raise fail(where, f"missing field {key!r}")
-    return _as_number(obj[key], key, where, minimum)
+    return _as_number(obj[key], key, where, minimum, maximum)
 
 
 def get_optional_number(
-    obj: Mapping[str, Any], key: str, where: str, *, minimum: float | None = 0.0
+    obj: Mapping[str, Any],
+    key: str,
+    where: str,
+    *,
+    minimum: float | None = 0.0,
+    maximum: float = MAX_NUMBER,
 ) -> float | None:
     """Like :func:`get_number` but absent or null gives ``None``."""
     value = obj.get(key)
-    return None if value is None else _as_number(value, key, where, minimum)
+    return None if value is None else _as_number(value, key, where, minimum, maximum)
 
 
-MAX_NUMBER = 1e12  # 31 years in ms, 31,000 years in s
-
-
-def _as_number(value: object, key: str, where: str, minimum: float | None) -> float:
+def _as_number(
+    value: object, key: str, where: str, minimum: float | None, maximum: float = MAX_NUMBER
+) -> float:
     if type(value) not in (int, float):
         raise fail(where, f"field {key!r} must be a number, {_got(value)}")
     number = float(value)  # type: ignore[arg-type]
     if not np.isfinite(number):
         raise fail(where, f"field {key!r} must be finite, got {number}")
-    if abs(number) > MAX_NUMBER:  # a time or a count past any trace's range
-        raise fail(where, f"field {key!r} is out of range ({number:g}; at most {MAX_NUMBER:g})")
+    if abs(number) > maximum:  # a time or a count past any trace's range
+        raise fail(where, f"field {key!r} is out of range ({number:g}; at most {maximum:g})")
     if minimum is not None and number < minimum:
         raise fail(where, f"field {key!r} must be >= {minimum:g}, got {number:g}")
     return number
@@ -165,13 +232,22 @@ def get_str(obj: Mapping[str, Any], key: str, where: str) -> str:
     return cast(str, _get_instance(obj, key, where, str, "a string"))
 
 
+def get_object(obj: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``obj[key]`` as a JSON object."""
+    return cast(dict[str, Any], _get_instance(obj, key, where, dict, "an object"))
+
+
 def get_list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
     """``obj[key]`` as a JSON array."""
     return cast(list[Any], _get_instance(obj, key, where, list, "a list"))
 
 
 def get_hash_ids(obj: Mapping[str, Any], key: str, where: str) -> np.ndarray:
-    """``obj[key]`` (a list of integers in ``[0, 2^64)``) as a ``uint64`` array."""
+    """``obj[key]`` (a list of integers in ``[0, 2^64)``) as a ``uint64`` array.
+
+    Hashes past 2^63 are kept exactly: numpy makes a list that mixes them with smaller
+    values a float64 array (which would round them), so such a list takes the slow path.
+    """
     values = get_list(obj, key, where)
     if not values:
         return np.zeros(0, dtype=np.uint64)
@@ -179,8 +255,10 @@ def get_hash_ids(obj: Mapping[str, Any], key: str, where: str) -> np.ndarray:
         array = np.asarray(values)
     except (ValueError, TypeError, OverflowError):  # ragged nesting and the like
         array = np.asarray([None])
-    if array.ndim == 1 and (
-        array.dtype.kind == "u" or (array.dtype.kind == "i" and array.min() >= 0)
+    if (
+        array.ndim == 1
+        and (array.dtype.kind == "u" or (array.dtype.kind == "i" and array.min() >= 0))
+        and bool not in set(map(type, values))  # numpy counts true as 1
     ):
         return array.astype(np.uint64, copy=False)
     for pos, value in enumerate(values):  # slow path: find and name the first bad entry
@@ -190,7 +268,7 @@ def get_hash_ids(obj: Mapping[str, Any], key: str, where: str) -> np.ndarray:
                 f"field {key!r}[{pos}] must be an integer in [0, 2^64), "
                 f"got {_type_name(value)} {_short(value)}",
             )
-    raise fail(where, f"field {key!r} must be a list of integers")
+    return np.array(values, dtype=np.uint64)  # integers on both sides of 2^63
 
 
 def lift_zero_outputs(

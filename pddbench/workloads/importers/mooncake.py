@@ -24,7 +24,6 @@ Owns parsing and mapping; does not write files (the CLI does).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +33,11 @@ from pddbench.workloads.importers.common import (
     HashColumn,
     ImportResult,
     check_block_count,
-    check_input_file,
     fail,
     get_hash_ids,
     get_int,
     get_number,
+    json_lines,
     lift_zero_outputs,
     source_record,
 )
@@ -53,44 +52,29 @@ def import_mooncake(src: Path, *, min_match_blocks: int = 2) -> ImportResult:
     """Read a Mooncake JSONL trace and rebuild its sessions; see the module docstring."""
     if min_match_blocks < 1:
         raise UserError(f"min_match_blocks must be >= 1, got {min_match_blocks}")
-    src = check_input_file(Path(src))
+    src = Path(src)
     timestamps: list[float] = []
     inputs: list[int] = []
     outputs: list[int] = []
     hash_lists: list[list[int]] = []
-    lines: list[int] = []
+    lines: list[str] = []
     hashes = HashColumn()
 
-    with src.open("rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            where = f"{src}: line {line_no}"
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-                reason = (
-                    exc.msg if isinstance(exc, json.JSONDecodeError)
-                    else "nested too deeply" if isinstance(exc, RecursionError)
-                    else "not UTF-8"
-                )
-                raise fail(where, f"not valid JSON ({reason})") from None
-            if not isinstance(obj, dict):
-                raise fail(where, f"expected a JSON object, got {type(obj).__name__}")
-            timestamps.append(get_number(obj, "timestamp", where))
-            size = get_int(obj, "input_length", where, minimum=1)
-            inputs.append(size)
-            outputs.append(get_int(obj, "output_length", where))
-            ids = get_hash_ids(obj, "hash_ids", where)
-            check_block_count(len(ids), size, MOONCAKE_BLOCK_SIZE, where)
-            hash_lists.append(obj["hash_ids"])
-            hashes.append(ids)
-            lines.append(line_no)
+    for where, obj in json_lines(src):
+        timestamps.append(get_number(obj, "timestamp", where))
+        size = get_int(obj, "input_length", where, minimum=1)
+        inputs.append(size)
+        outputs.append(get_int(obj, "output_length", where))
+        ids = get_hash_ids(obj, "hash_ids", where)
+        check_block_count(len(ids), size, MOONCAKE_BLOCK_SIZE, where)
+        hash_lists.append(ids.tolist())
+        hashes.append(ids)
+        lines.append(where)
 
     n = len(inputs)
     if n == 0:
         raise fail(str(src), "no requests (only blank lines)")
-    output_length, warnings = lift_zero_outputs(outputs, lambda i: f"{src}: line {lines[i]}")
+    output_length, warnings = lift_zero_outputs(outputs, lambda i: lines[i])
     arrival = np.asarray(timestamps, dtype=np.float64) / 1000.0
     if np.any(arrival[1:] < arrival[:-1]):
         warnings.append(

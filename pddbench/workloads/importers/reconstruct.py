@@ -78,22 +78,38 @@ def link_sessions(
     order = np.argsort(np.asarray(arrival, dtype=np.float64), kind="stable").tolist()
     inputs = lengths.tolist()
 
+    match = [-1] * n
+    latest: dict[tuple[int, int], int] = {}
+    for b in order:
+        hashes = hash_lists[b]
+        size_b = inputs[b]
+        for depth in range(len(hashes), min_match_blocks - 1, -1):
+            a = latest.get((depth, hashes[depth - 1]))
+            if a is not None and inputs[a] < size_b:
+                match[b] = a
+                break
+        full = min(size_b // block_size, len(hashes))
+        if full >= 1:
+            latest[(full, hashes[full - 1])] = b
+    return chain_sessions(match, order)
+
+
+def chain_sessions(continues: Sequence[int], order: Sequence[int]) -> SessionLinks:
+    """Sessions from explicit links: ``continues[b]`` is the row request ``b`` continues
+    (``-1``: none), ``order`` the rows in arrival order (each parent before its children).
+
+    The first child of a request extends its session; a later child is a *fork* that
+    starts a branch session (see the module docstring). Used by :func:`link_sessions` and
+    by importers whose format names each request's parent (Bailian's ``parent_chat_id``).
+    """
+    n = len(continues)
     parent = [-1] * n
     root = [-1] * n
     turn = [0] * n
     parent_root = [-1] * n
     has_child = [False] * n
-    latest: dict[tuple[int, int], int] = {}
-
     for b in order:
-        hashes = hash_lists[b]
-        size_b = inputs[b]
-        match = -1
-        for depth in range(len(hashes), min_match_blocks - 1, -1):
-            a = latest.get((depth, hashes[depth - 1]))
-            if a is not None and inputs[a] < size_b:
-                match = a
-                break
+        match = continues[b]
         if match < 0:
             root[b] = b
         elif not has_child[match]:
@@ -105,13 +121,39 @@ def link_sessions(
             parent[b] = match
             root[b] = b
             parent_root[b] = root[match]
-        full = min(size_b // block_size, len(hashes))
-        if full >= 1:
-            latest[(full, hashes[full - 1])] = b
-
     return SessionLinks(
         parent=np.asarray(parent, dtype=np.int64),
         session_root=np.asarray(root, dtype=np.int64),
         turn=np.asarray(turn, dtype=np.int32),
         parent_session_root=np.asarray(parent_root, dtype=np.int64),
     )
+
+
+@dataclass(frozen=True)
+class Turns:
+    """Turn order of requests whose format names their session (aligned with the input)."""
+
+    turn: np.ndarray  # int32: 0-based position in the session, by arrival then file order
+    previous: np.ndarray  # int64: row of the session's previous turn (-1 for turn 0)
+    order: np.ndarray  # int64: rows sorted by (session, turn)
+
+
+def turns_by_session(
+    session_codes: np.ndarray, arrival: np.ndarray, tiebreak: np.ndarray | None = None
+) -> Turns:
+    """Number each session's requests by arrival; equal arrivals by ``tiebreak`` (a
+    format's own round number, say), then file order."""
+    codes = np.asarray(session_codes, dtype=np.int64)
+    n = codes.size
+    keys = [np.arange(n)] if tiebreak is None else [np.arange(n), np.asarray(tiebreak)]
+    order = np.lexsort((*keys, np.asarray(arrival, dtype=np.float64), codes))
+    sorted_codes = codes[order]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = sorted_codes[1:] != sorted_codes[:-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+    turn = np.empty(n, dtype=np.int32)
+    turn[order] = np.arange(n) - first
+    previous = np.full(n, -1, dtype=np.int64)
+    if n > 1:
+        previous[order[1:][~starts[1:]]] = order[:-1][~starts[1:]]
+    return Turns(turn=turn, previous=previous, order=order.astype(np.int64))

@@ -61,6 +61,7 @@ from pddbench.workloads.importers.common import (
     HashColumn,
     ImportResult,
     check_block_count,
+    check_block_size_option,
     check_input_file,
     fail,
     get_hash_ids,
@@ -253,8 +254,8 @@ def session_starts(count: int, *, gap_s: float, policy: SessionStart, seed: int)
 
 
 def _check_options(block_size: int | None, gap_s: float, policy: str) -> None:
-    if block_size is not None and block_size <= 0:
-        raise UserError(f"block size must be a positive multiple of 64, got {block_size}")
+    if block_size is not None:
+        check_block_size_option(block_size)
     if not np.isfinite(gap_s) or gap_s < 0:
         raise UserError(f"session gap must be a finite number >= 0, got {gap_s}")
     if policy not in SESSION_STARTS:
