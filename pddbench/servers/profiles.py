@@ -38,6 +38,7 @@ class HardwareProfile:
     host_copy_bytes_per_s: float  # GPU <-> pinned host memory (PCIe), per transfer
     copy_call_latency_s: float  # one copy call (launch + DMA setup)
     sources: tuple[str, ...]
+    host_step_s: float = 0.0  # CPU time per step a non-overlapping scheduler leaves exposed
 
     def peak_flops(self, dtype: str) -> float:
         return self.peak_flops_fp8 if dtype == "fp8" else self.peak_flops_bf16
@@ -155,6 +156,7 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
             )
             * 1e-6,
             sources=tuple(str(s) for s in t.get("sources", [])),  # type: ignore[union-attr]
+            host_step_s=_non_negative(name, "host_step_us", t.get("host_step_us", 0.0)) * 1e-6,
         )
     return out
 
