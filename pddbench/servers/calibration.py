@@ -34,6 +34,7 @@ from importlib import resources
 from pddbench.errors import UserError
 from pddbench.servers import profiles
 from pddbench.servers.compute import Machine, StepCost, StepShape, step_cost
+from pddbench.servers.profiles import HardwareProfile
 
 BAND = (0.7, 1.3)  # model / measured within ±30 %
 PHASES = ("prefill", "decode", "ttft", "static")
@@ -153,9 +154,13 @@ def load_points() -> list[Point]:
     return out
 
 
-def machine_for(p: Point) -> Machine:
+Overrides = dict[str, HardwareProfile]  # hardware name -> profile to price with instead
+
+
+def machine_for(p: Point, overrides: Overrides | None = None) -> Machine:
+    hw = (overrides or {}).get(p.hardware) or profiles.hardware(p.hardware)
     return Machine(
-        profiles.hardware(p.hardware),
+        hw,
         p.chips,
         profiles.model(p.model),
         attention_dp=p.attention_dp,
@@ -199,8 +204,8 @@ def _static(m: Machine, p: Point) -> tuple[float, StepCost]:
     return total, mid
 
 
-def evaluate(p: Point) -> Row:
-    m = machine_for(p)
+def evaluate(p: Point, overrides: Overrides | None = None) -> Row:
+    m = machine_for(p, overrides)
     if p.phase == "static":
         seconds, cost = _static(m, p)
         tokens = float(p.batch * p.output_len)
@@ -220,8 +225,9 @@ def evaluate(p: Point) -> Row:
     return Row(p, tokens / seconds / per_unit, cost)
 
 
-def table() -> list[Row]:
-    return [evaluate(p) for p in load_points()]
+def table(overrides: Overrides | None = None, split: str | None = None) -> list[Row]:
+    """Every point priced (or those of one split), optionally with other hardware profiles."""
+    return [evaluate(p, overrides) for p in load_points() if split in (None, p.split)]
 
 
 def summarise(rows: list[Row], split: str, worst: int = 5) -> SplitSummary:
