@@ -96,7 +96,8 @@ class Point:
         elif self.phase == "static":
             shape = f"static batch {self.batch}, {self.prompt_len} in / {self.output_len} out"
         else:
-            shape = f"batch {self.total_batch} at {self.context} ctx"
+            per = f"{self.batch_per_chip}/chip" if self.batch_per_chip else str(self.batch)
+            shape = f"batch {per} at {self.context} ctx"
         mtp = ""
         if self.draft_tokens > 1:
             mtp = f", MTP {self.draft_tokens} (accept {self.accept_len})"
