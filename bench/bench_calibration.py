@@ -1,40 +1,53 @@
-"""Prints the compute model's calibration table: each public measured serving point, its
-source, the measured throughput, the model's prediction for the same setup, and the ratio.
+"""Prints the compute model's calibration: every public measured serving point with its
+split (fit / test), the measured figure, the model's prediction for the same setup and the
+ratio of speeds (> 1: the model is too fast), then per split the median |error|, the share
+within ±30 % and the worst five rows with their setups.
 
-    .venv/bin/python bench/bench_calibration.py
+    .venv/bin/python bench/bench_calibration.py [--split fit|test]
 
-Every ratio should lie within 0.7-1.3; a row outside names its reason (docs/calibration.md).
-Exits 1 when a row without a reason falls outside the band.
+Test rows never set a parameter (profiles/calibration.toml; docs/calibration.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from pddbench.servers.calibration import BAND, table
+from pddbench.servers.calibration import BAND, Row, summarise, table
+
+UNITS = {"tokens_per_s": "tok/s", "tpot_ms": "ms TPOT", "ttft_ms": "ms TTFT"}
 
 
-def main() -> int:
+def _row(r: Row) -> str:
+    p = r.point
+    unit = UNITS[p.metric] + (f"/{p.per}" if p.metric == "tokens_per_s" else "")
+    flag = "" if r.within_band else "  OUT"
+    return (
+        f"{p.split:4} {p.id:30} {p.measured:9.1f} {r.model_value:9.1f} {unit:18} "
+        f"{r.ratio:5.2f} {r.step.bound:11}{flag}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", choices=("fit", "test"), default=None)
+    args = ap.parse_args(argv)
     rows = table()
-    bad = 0
-    print(f"{'point':28} {'measured':>9} {'model':>9} {'ratio':>6}  bound        source")
-    for r in rows:
-        p = r.point
-        unit = "tok/s/node" if p.per == "node" else "tok/s/GPU"
-        flag = " (fitted)" if p.fitted else ""
-        note = ""
-        if not r.within_band:
-            note = f"  REASON: {p.reason}" if p.reason else "  OUT OF BAND, no reason"
-            bad += not p.reason
-        print(
-            f"{p.id:28} {p.measured_tokens_per_s:9.0f} {r.model_tokens_per_s:9.0f} "
-            f"{r.ratio:6.2f}  {r.step.bound:12} {p.url.split(' ;')[0]}{flag}{note}"
-        )
-        print(f"{'':28}   {unit}; quoted: {p.quote[:110]}")
+    shown = [r for r in rows if args.split in (None, r.point.split)]
+    print(f"{'split':4} {'point':30} {'measured':>9} {'model':>9} {'unit':18} {'ratio':>5} bound")
+    for r in shown:
+        print(_row(r))
     lo, hi = BAND
-    inside = sum(r.within_band for r in rows)
-    print(f"\n{inside}/{len(rows)} rows within {lo}-{hi}; fitted rows set an efficiency")
-    return 1 if bad else 0
+    print()
+    for split in ("fit", "test"):
+        s = summarise(rows, split)
+        print(
+            f"{split}: {s.rows} rows, median |error| {s.median_abs_error:.1%}, "
+            f"{s.within_band_share:.0%} within {lo}-{hi}"
+        )
+        for r in s.worst:
+            print(f"   worst {r.ratio:5.2f}  {r.point.id}: {r.point.setup}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -115,6 +115,7 @@ role = "{role}"
 datacenter = "{dc}"
 hardware = "{hw}"
 chips = {chips}
+attention_dtype = "{ATTENTION_DTYPE[hw]}"
 '''
         if role in ("decode", "main-decode") and dc == "dc-b" and not md_cache:
             out += "prefix_cache = false\n"
@@ -122,6 +123,11 @@ chips = {chips}
 
 
 A, B = "h800-sxm", "h20"
+# Attention compute dtype per chip, as the calibration sources ran it (docs/calibration.md):
+# DeepSeek serves on H800 with "core MLA computations ... in the BF16 format" (Day-6 inference
+# system overview); Ant Group serves DeepSeek-R1 decode on H20 with FP8 FlashMLA (LMSYS
+# 2025-09-26), the setup the H20 efficiencies were fitted to.
+ATTENTION_DTYPE = {A: "bf16", B: "fp8"}
 # Chips per instance: any count whose HBM holds the model's 1.04 TB of FP8 weights with the
 # 10 % reserve: >= 15 H800 (72 GB usable each) or >= 13 H20 (86.4 GB); the servers refuse
 # fewer. The budgets follow the published comparison: 88 A for the same-DC baseline; 43 A

@@ -161,19 +161,16 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
         pairs_d += k * (c + (k + 1) / 2)
         kv_tokens += c + k
     t_prefill = sum(tok for tok, _ in shape.prefill)
+    eff_p, eff_d = hw.gemm_efficiencies(moe=md.experts > 0)
     f_gemm = 2.0 * md.active_params * t
-    f_gemm_eff = (
-        2.0
-        * md.active_params
-        * (t_prefill / hw.gemm_efficiency + (t - t_prefill) / hw.decode_gemm_efficiency)
-    )
+    f_gemm_eff = 2.0 * md.active_params * (t_prefill / eff_p + (t - t_prefill) / eff_d)
     f_attn = md.attn_flops_per_pair * pairs_p + md.decode_attn_flops_per_pair * pairs_d
     w = weights_touched_bytes(m, t)
     kv = md.kv_bytes_per_token * kv_tokens
     mem_rate = n * hw.hbm_bytes_per_s * hw.memory_efficiency
     g_compute = _div(f_gemm_eff, n * hw.peak_flops(md.gemm_dtype))
     g_memory = _div(w, mem_rate)
-    a_compute = _div(f_attn, n * hw.peak_flops(m.attention_dtype) * hw.attention_efficiency)
+    a_compute = _div(f_attn, n * hw.attention_flops(m.attention_dtype))
     a_memory = _div(kv, mem_rate)
     t_gemm = max(g_compute, g_memory)
     t_attn = max(a_compute, a_memory)
@@ -181,7 +178,8 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     t_comm = _div(comm, n * m.link_bytes_per_s)
     compute = t_gemm + t_attn
     body = max(compute, t_comm)
-    latency = md.layers * md.collectives_per_layer * m.collective_latency_s
+    floor = hw.layer_floor(moe=md.experts > 0)
+    latency = md.layers * (md.collectives_per_layer * m.collective_latency_s + floor)
     if body <= 0:
         bound = "overhead"
     elif body == t_comm and t_comm > compute:

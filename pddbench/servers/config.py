@@ -18,7 +18,7 @@ import tomllib
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -161,6 +161,10 @@ class InstanceConfig(_Strict):
     chips: int = Field(16, ge=1)
     prefix_cache: bool = True  # radix prefix cache (the decode-side cache on D / MD)
     attention_dp: bool = False  # data-parallel attention (dense weights on every chip)
+    # attention compute dtype (FlashAttention / FlashMLA): "fp8" runs FP8 attention kernels
+    # (profiles' attention_fp8_speedup); the built-ins state it per instance, as their
+    # calibration sources ran it (docs/calibration.md)
+    attention_dtype: Literal["bf16", "fp8"] = "bf16"
     scheduler: SchedulerSettings | None = None
 
     _addr = field_validator("address", "listen")(lambda v: v if v is None else _check_address(v))
@@ -256,6 +260,7 @@ class DeploymentConfig(_Strict):
             model=profiles.model(self.model),
             step_overhead_s=self.scheduler_for(inst).step_overhead_s,
             attention_dp=inst.attention_dp,
+            attention_dtype=inst.attention_dtype,
         )
 
     def capacity_tokens(self, inst: InstanceConfig) -> int:

@@ -38,6 +38,28 @@ class HardwareProfile:
     host_copy_bytes_per_s: float  # GPU <-> pinned host memory (PCIe), per transfer
     copy_call_latency_s: float  # one copy call (launch + DMA setup)
     sources: tuple[str, ...]
+    host_step_s: float = 0.0  # CPU time per step a non-overlapping scheduler leaves exposed
+    dense_gemm_efficiency: float = 0.0  # share of peak, dense-model prefill GEMMs (0: as MoE)
+    dense_decode_gemm_efficiency: float = 0.0  # ... dense-model decode GEMMs (0: as MoE)
+    layer_floor_s: float = 0.0  # fixed time per MoE layer per step (kernel launches, syncs)
+    dense_layer_floor_s: float = 0.0  # ... per layer of a dense model (fewer, larger kernels)
+    attention_fp8_speedup: float = 2.0  # FP8 attention kernels over BF16 ones (compute-bound)
+
+    def gemm_efficiencies(self, moe: bool) -> tuple[float, float]:
+        """(prefill, decode) GEMM efficiency of a MoE or a dense model on this chip."""
+        if moe or not self.dense_gemm_efficiency:
+            return self.gemm_efficiency, self.decode_gemm_efficiency
+        return self.dense_gemm_efficiency, self.dense_decode_gemm_efficiency or (
+            self.decode_gemm_efficiency
+        )
+
+    def layer_floor(self, moe: bool) -> float:
+        return self.layer_floor_s if moe else self.dense_layer_floor_s
+
+    def attention_flops(self, dtype: str) -> float:
+        """Achieved FLOP/s of compute-bound attention kernels at ``dtype`` (BF16 or FP8)."""
+        rate = self.peak_flops_bf16 * self.attention_efficiency
+        return rate * self.attention_fp8_speedup if dtype == "fp8" else rate
 
     def peak_flops(self, dtype: str) -> float:
         return self.peak_flops_fp8 if dtype == "fp8" else self.peak_flops_bf16
@@ -104,6 +126,10 @@ def _fraction(table: str, key: str, value: object) -> float:
     return v
 
 
+def _optional_fraction(table: str, key: str, t: dict[str, object]) -> float:
+    return _fraction(table, key, t[key]) if key in t else 0.0
+
+
 def _dtype(table: str, key: str, value: object) -> str:
     dtype = str(value)
     if dtype not in ("fp8", "bf16"):
@@ -155,6 +181,20 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
             )
             * 1e-6,
             sources=tuple(str(s) for s in t.get("sources", [])),  # type: ignore[union-attr]
+            host_step_s=_non_negative(name, "host_step_us", t.get("host_step_us", 0.0)) * 1e-6,
+            dense_gemm_efficiency=_optional_fraction(name, "dense_gemm_efficiency", t),
+            dense_decode_gemm_efficiency=_optional_fraction(
+                name, "dense_decode_gemm_efficiency", t
+            ),
+            layer_floor_s=_non_negative(name, "layer_floor_us", t.get("layer_floor_us", 0.0))
+            * 1e-6,
+            dense_layer_floor_s=_non_negative(
+                name, "dense_layer_floor_us", t.get("dense_layer_floor_us", 0.0)
+            )
+            * 1e-6,
+            attention_fp8_speedup=_positive(
+                name, "attention_fp8_speedup", t.get("attention_fp8_speedup", 2.0)
+            ),
         )
     return out
 

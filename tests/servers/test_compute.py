@@ -144,3 +144,38 @@ def test_kv_capacity_is_hbm_minus_weights() -> None:
     assert cap == int(expect)
     with pytest.raises(UserError, match="do not fit"):
         kv_capacity_tokens(machine("h800-sxm", chips=8))
+
+
+def test_fp8_attention_changes_a_long_context_h20_prefill_step() -> None:
+    # an 8K chunk on top of 56K cached context on 16 x H20: attention dominates the step
+    hw, md = profiles.hardware("h20"), profiles.model("pdd-flagship-1t")
+    shape = StepShape(prefill=((8192, 57344),))
+    bf16 = step_cost(Machine(hw, 16, md, attention_dtype="bf16"), shape)
+    fp8 = step_cost(Machine(hw, 16, md, attention_dtype="fp8"), shape)
+    assert bf16.bound == "attention"
+    assert fp8.seconds < 0.8 * bf16.seconds
+    # the attention part shrinks by the FP8 kernels' speedup, not by the FP8 peak's 2x
+    assert bf16.attention_s / fp8.attention_s == pytest.approx(hw.attention_fp8_speedup)
+    assert hw.attention_fp8_speedup < hw.peak_flops("fp8") / hw.peak_flops("bf16")
+
+
+def test_dense_and_moe_models_use_their_own_gemm_efficiencies() -> None:
+    hw = profiles.hardware("h100-sxm")
+    assert hw.gemm_efficiencies(moe=False) != hw.gemm_efficiencies(moe=True)
+    dense = Machine(hw, 2, profiles.model("llama-2-70b-fp8"))
+    prefill = step_cost(dense, StepShape(prefill=((4096, 0),) * 8))
+    flops = 2 * dense.model.active_params * 4096 * 8
+    eff = hw.gemm_efficiencies(moe=False)[0]
+    assert prefill.gemm_s == pytest.approx(flops / (2 * hw.peak_flops("fp8") * eff), rel=1e-9)
+
+
+def test_small_batch_moe_decode_pays_a_floor_per_layer() -> None:
+    m = machine("h200-sxm", chips=8, model="deepseek-v3")
+    c = step_cost(m, StepShape(decode_batch=1, decode_context=256))
+    md, hw = m.model, m.hardware
+    assert hw.layer_floor(moe=True) > 0
+    floor = md.layers * hw.layer_floor(moe=True)
+    assert c.latency_s == pytest.approx(
+        floor + md.layers * md.collectives_per_layer * m.collective_latency_s
+    )
+    assert c.seconds > floor + c.gemm_s

@@ -112,3 +112,34 @@ def test_chunk_shapes_are_openai_completions_with_token_ids() -> None:
     assert (
         json.loads(head[6:])["choices"] == [] and json.loads(head[6:])["pdd"]["pipeline"] == "P->MD"
     )
+
+
+def test_every_builtin_reference_instance_states_its_attention_dtype() -> None:
+    import tomllib
+    from importlib import resources
+
+    from pddbench.servers.config import DeploymentConfig
+
+    seen = 0
+    for f in resources.files("pddbench.scenarios").iterdir():
+        if not f.name.endswith(".toml"):
+            continue
+        raw = tomllib.loads(f.read_text("utf-8"))
+        if "deployment" not in raw:
+            continue  # a real-engine template: its engines' own flags choose
+        insts = [
+            {**i, "address": f"127.0.0.1:{9000 + k}"}
+            for k, i in enumerate(raw["deployment"]["instances"])
+        ]
+        dep = DeploymentConfig.model_validate(
+            {"name": f.name, **raw["deployment"], "instances": insts}
+        )
+        for inst, raw_inst in zip(dep.instances, raw["deployment"]["instances"], strict=True):
+            if inst.role.value == "router":
+                continue
+            assert "attention_dtype" in raw_inst, (f.name, inst.id)
+            # FP8 where the calibration source ran FP8: Ant Group's H20 decode; BF16 on H800
+            assert inst.attention_dtype == ("fp8" if inst.hardware == "h20" else "bf16")
+            assert dep.machine(inst).attention_dtype == inst.attention_dtype
+            seen += 1
+    assert seen >= 30
