@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -151,3 +152,24 @@ def rtt_quantiles_ms(
 
     rtt = one_way_delay_samples(forward, n, seed=1) + one_way_delay_samples(backward, n, seed=2)
     return {q: float(np.quantile(rtt, q)) for q in quantiles}
+
+
+MAX_LEAD_US = 2000.0
+
+
+def stage_lead_us(
+    near_ms: Sequence[float], far_ms: Sequence[float], configured_ms: float, passes: int
+) -> float:
+    """The lead per pass that offsets a userspace delay stage's own latency (µs).
+
+    ``near_ms`` are RTTs that cross no stage, ``far_ms`` RTTs (sampled alternately with
+    them) that cross ``passes`` stages whose delays sum to ``configured_ms``. The lead is
+    the fastest pass's cost, from the minima: a packet is released early only by however
+    much its own pass beats the fastest calibration pass, so a burst of load during the
+    far samples (which a quantile would take for stage cost) cannot make every later
+    packet early. 0 without samples; at most ``MAX_LEAD_US``.
+    """
+    if not near_ms or not far_ms or passes < 1:
+        return 0.0
+    excess_ms = min(far_ms) - min(near_ms) - configured_ms
+    return min(MAX_LEAD_US, max(0.0, excess_ms * 1000 / passes))

@@ -131,12 +131,31 @@ def measure_rtt(
     timeout_s: float = 1.0,
 ) -> tuple[list[float], int]:
     """UDP ping-pong from ``src`` to an echo at ``dst``; returns (RTTs in ms, lost count)."""
-    echo = nsutil.run_in_netns(dst.netns, _udp_socket, dst.address)
+    (result,) = measure_rtts(
+        src, [dst], samples=samples, interval_s=interval_s, timeout_s=timeout_s
+    )
+    return result
+
+
+def measure_rtts(
+    src: Endpoint,
+    dsts: Sequence[Endpoint],
+    *,
+    samples: int = 200,
+    interval_s: float = 0.005,
+    timeout_s: float = 1.0,
+) -> list[tuple[list[float], int]]:
+    """UDP ping-pong from ``src`` to an echo at each of ``dsts``, alternating sample by sample.
+
+    Returns (RTTs in ms, lost count) per destination. Alternating means a burst of load on
+    the host (hypervisor steal, a busy neighbour) falls on every destination alike, so a
+    difference between destinations is the path's, not the moment's.
+    """
+    echoes = [nsutil.run_in_netns(d.netns, _udp_socket, d.address) for d in dsts]
     client = nsutil.run_in_netns(src.netns, _udp_socket, src.address)
-    echo.settimeout(0.2)
     stop = threading.Event()
 
-    def serve() -> None:
+    def serve(echo: socket.socket) -> None:
         while not stop.is_set():
             try:
                 data, peer = echo.recvfrom(2048)
@@ -146,21 +165,26 @@ def measure_rtt(
                 return
             echo.sendto(data, peer)
 
-    thread = threading.Thread(target=serve, name="netem-echo", daemon=True)
-    thread.start()
-    rtts: list[float] = []
-    lost = 0
+    threads = []
+    for echo in echoes:
+        echo.settimeout(0.2)
+        thread = threading.Thread(target=serve, args=(echo,), name="netem-echo", daemon=True)
+        thread.start()
+        threads.append(thread)
+    results: list[tuple[list[float], int]] = [([], 0) for _ in dsts]
     try:
-        target = echo.getsockname()
+        targets = [echo.getsockname() for echo in echoes]
         client.settimeout(timeout_s)
-        for seq in range(samples):
+        for seq in range(samples * len(dsts)):
+            i = seq % len(dsts)
+            rtts, lost = results[i]
             sent = time.perf_counter()
-            client.sendto(_PING.pack(seq, sent), target)
+            client.sendto(_PING.pack(seq, sent), targets[i])
             while True:
                 try:
                     data, _ = client.recvfrom(2048)
                 except TimeoutError:
-                    lost += 1
+                    results[i] = (rtts, lost + 1)
                     break
                 got_seq, _t = _PING.unpack_from(data)
                 if got_seq == seq:
@@ -169,10 +193,12 @@ def measure_rtt(
             time.sleep(interval_s)
     finally:
         stop.set()
-        thread.join()
-        echo.close()
+        for thread in threads:
+            thread.join()
+        for echo in echoes:
+            echo.close()
         client.close()
-    return rtts, lost
+    return results
 
 
 @dataclass

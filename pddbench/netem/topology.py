@@ -32,7 +32,7 @@ from pddbench.errors import UserError
 from pddbench.netem import nsutil
 from pddbench.netem.backend import Capabilities, choose_backend, detect_capabilities
 from pddbench.netem.cleanup import CleanupReport, remove_namespaces
-from pddbench.netem.delayline import DelaySettings
+from pddbench.netem.delayline import DelaySettings, stage_lead_us
 from pddbench.netem.links import ShapedDirection, apply_tc
 from pddbench.netem.plan import (
     EMULATED_NET,
@@ -49,6 +49,7 @@ from pddbench.netem.probe import (
     best_goodput,
     expected_rtt,
     measure_rtt,
+    measure_rtts,
     summarize_rtt,
 )
 from pddbench.netem.schedule import (
@@ -331,6 +332,13 @@ class Topology:
         passes at this delay (waking up, the verdict, reinjection, timer wake-ups of ~2 ×
         delay sleeps); half of it is each direction's lead, at most 2 ms. Recorded in
         ``lead_us``; the link probes afterwards check the result with fresh samples.
+
+        The lead is the *fastest* pass's cost (the minima of near and far samples taken
+        alternately), never a typical one: a packet is released early only by however much
+        its pass beats the fastest of the calibration's, so RTTs stay at or above the
+        configured delay (a typical pass adds tens of µs). A 10th percentile, measured near
+        then far, let a burst of hypervisor steal during the far samples inflate the lead
+        to ~0.45 ms per pass: CI then saw 9.08 ms RTTs on a 10 ms link.
         """
         for wan in self.plan.wans:
             pair = [self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]]
@@ -341,16 +349,13 @@ class Topology:
             ha = self.plan.probe_host(wan.a)
             src = Endpoint(ha.netns, ha.address)
             sw_a, sw_b = self.plan.switch(wan.a), self.plan.switch(wan.b)
-            near, _ = measure_rtt(src, Endpoint(sw_a.netns, wan.a_address), samples=samples)
-            far, _ = measure_rtt(src, Endpoint(sw_b.netns, wan.b_address), samples=samples)
+            (near, _), (far, _) = measure_rtts(
+                src,
+                [Endpoint(sw_a.netns, wan.a_address), Endpoint(sw_b.netns, wan.b_address)],
+                samples=samples,
+            )
             configured = sum(sd.shape.delay_ms for sd in pair)
-            lead_us = 0.0
-            if near and far:
-                # low quantiles, not medians: a burst of load while calibrating inflates the
-                # far samples and an inflated lead would release every packet early (RTTs
-                # below the configured delay); the fast tail is the stage's own cost
-                excess_ms = _low(far) - _low(near) - configured
-                lead_us = min(2000.0, max(0.0, excess_ms * 1000 / 2))
+            lead_us = stage_lead_us(near, far, configured, passes=2)
             for sd in pair:
                 sd.apply_delay_only(DelaySettings.from_shape(sd.shape, down=sd.down), lead_us)
                 self.lead_us[sd.plan.key] = round(lead_us, 1)
@@ -611,9 +616,3 @@ class Topology:
             lead_us=dict(self.lead_us),
             notes=list(self.notes),
         )
-
-
-def _low(samples: Sequence[float]) -> float:
-    """The 10th percentile of RTT samples (ms)."""
-    ordered = sorted(samples)
-    return ordered[len(ordered) // 10]

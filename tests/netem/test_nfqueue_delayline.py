@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pddbench.netem import nfqueue
-from pddbench.netem.delayline import DelayLine, DelaySettings, rtt_quantiles_ms
+from pddbench.netem.delayline import (
+    MAX_LEAD_US,
+    DelayLine,
+    DelaySettings,
+    rtt_quantiles_ms,
+    stage_lead_us,
+)
 
 MS = 1_000_000
 
@@ -162,3 +168,26 @@ def test_rtt_model_quantiles() -> None:
     )
     # the sum of two U(-3, 3): p99 = 6 - 6 * sqrt(0.02) ≈ 5.15 above the mean
     assert abs(jit[0.5] - 30) < 0.05 and abs(jit[0.99] - (36 - 6 * 0.02**0.5)) < 0.1
+
+
+def test_stage_lead_is_the_fastest_pass_so_no_packet_is_released_early() -> None:
+    near = [0.05, 0.06, 0.05, 0.07] * 15  # host stack, no stage
+    far = [10.25, 10.3, 10.28, 10.4] * 15  # two 5 ms stages, ~0.1 ms each at their fastest
+    assert stage_lead_us(near, far, configured_ms=10.0, passes=2) == pytest.approx(100.0)
+    assert stage_lead_us(near, [9.0] * 60, configured_ms=10.0, passes=2) == 0.0  # never negative
+    assert stage_lead_us([], far, configured_ms=10.0, passes=2) == 0.0
+    assert stage_lead_us(near, [20.0] * 60, configured_ms=10.0, passes=2) == MAX_LEAD_US
+
+
+@given(
+    near=st.lists(st.floats(0.01, 2.0), min_size=1, max_size=80),
+    stage=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=80),
+)
+def test_no_calibration_pass_would_have_come_out_early(
+    near: list[float], stage: list[float]
+) -> None:
+    # whatever the spread of the stage's cost (a burst of steal on some far samples), the
+    # lead leaves every calibration sample at or above the configured delay plus the stack
+    far = [min(near) + 10.0 + cost for cost in stage]
+    lead_ms = stage_lead_us(near, far, configured_ms=10.0, passes=2) / 1000
+    assert all(f - 2 * lead_ms >= 10.0 + min(near) - 1e-9 for f in far)

@@ -36,7 +36,7 @@ pytestmark = [needs_root, pytest.mark.root]
 # process by milliseconds, never the packets by less than the configured delay. So tests
 # bound the minimum RTT tightly from below and the median loosely from above; precise
 # figures are for bench/bench_netem.py.
-EARLY_MS = 0.5  # the delay stage releases packets ~0.15 ms early per pass (lead)
+EARLY_MS = 0.5  # the lead offsets the fastest stage pass: a faster pass comes out a little early
 SLACK_MS = 10.0
 
 DELAY_MS = 5.0
