@@ -21,7 +21,9 @@ Owns the pure decision logic of the front door:
 * :func:`decide_pipeline` — PDD's hit-rate-aware routing: predict the TTFT of the direct
   path as P's queue (predicted prefill work ahead on P) + this prompt's prefill + the WAN
   transfer of the suffix MD lacks, ``(bytes in flight + uncached suffix bytes) / bandwidth``,
-  and take the relay (P→RLD→MD) when that would break the TTFT target; or a fixed threshold
+  and take the relay (P→RLD→MD) when the WAN transfer is what would break the TTFT target
+  (P's queue and prefill within it; past it, the relay, which hides only the WAN, would
+  not meet it either and spends RLD for nothing); or a fixed threshold
   on uncached tokens; or always / never relay. A relay without KV room for the request is
   not taken (the request goes direct instead of waiting for RLD's memory, which would stall
   its prefill). The P→RLD-only ablation finishes low-hit relayed requests on RLD.
@@ -249,12 +251,20 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
         relay = uncached >= policy.uncached_threshold_tokens
         reason = f"{uncached} uncached tokens vs threshold {policy.uncached_threshold_tokens}"
     else:
-        relay = ttft_s > policy.ttft_target_s
+        # the relay hides the WAN transfer only: P's queue and the prefill are paid on
+        # either pipeline, so relay when the WAN is what breaks the target
+        local_s = x.prefill_queue_s + x.predicted_prefill_s
+        relay = ttft_s > policy.ttft_target_s and local_s <= policy.ttft_target_s
         reason = (
             f"predicted TTFT {ttft_s:.3f}s (P queue {x.prefill_queue_s:.3f}s + prefill "
             f"{x.predicted_prefill_s:.3f}s + WAN {wan_s:.3f}s) vs target "
             f"{policy.ttft_target_s:.3f}s"
         )
+        if ttft_s > policy.ttft_target_s and not relay:
+            reason += (
+                f"; P queue + prefill {local_s:.3f}s already past the target: "
+                "the relay would not meet it"
+            )
     if relay and not x.relay_available:
         relay, reason = False, reason + "; no relay instance available"
     elif relay and x.relay_free_tokens is not None and x.relay_free_tokens < x.relay_need_tokens:

@@ -129,13 +129,19 @@ def test_link_estimator_ignores_small_and_configured() -> None:
     assert fixed.bandwidth == GBPS10
 
 
-def test_predicted_ttft_counts_p_queue_and_a_full_relay_goes_direct() -> None:
+def test_relay_when_the_wan_breaks_the_target_not_p_queue_and_a_full_relay_goes_direct() -> None:
     pol = RoutingPolicy(ttft_target_s=2.0)
     warm = PipelineInputs(65536, 62000, KVB, 0.2, LinkEstimator(GBPS10))
     assert decide_pipeline(warm, pol).pipeline is Pipeline.DIRECT
+    # P's backlog alone is past the target: the relay hides only the WAN, it cannot meet it
     queued = PipelineInputs(65536, 62000, KVB, 0.2, LinkEstimator(GBPS10), prefill_queue_s=2.5)
     d = decide_pipeline(queued, pol)
-    assert d.predicted_ttft_s > 2.5 and d.pipeline is Pipeline.RELAY  # P's queue counts
+    assert d.predicted_ttft_s > 2.5 and d.pipeline is Pipeline.DIRECT
+    assert "already past the target" in d.reason
+    # queue + prefill within the target, the WAN on top breaks it: relay
+    cold_mid = PipelineInputs(65536, 32768, KVB, 0.2, LinkEstimator(GBPS10), prefill_queue_s=1.5)
+    d = decide_pipeline(cold_mid, pol)
+    assert d.predicted_ttft_s > 2.0 and d.pipeline is Pipeline.RELAY
     cold = dict(
         prompt_len=65536,
         md_cached_tokens=0,
