@@ -34,7 +34,7 @@ from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
-from pddbench.harness.rundir.records import read_journal
+from pddbench.harness.rundir.records import ErrorClass, read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
 EXIT_INTERRUPTED = 130
@@ -42,7 +42,8 @@ EXIT_FAILED = 1
 
 
 def failed_requests(paths: RunPaths) -> tuple[int, dict[str, int]]:
-    """(records, failed requests by error class) of a finalised run folder."""
+    """(records, requests not ok by error class) of a finalised run folder; those censored
+    by the harness's request limit are under ``request_limit``."""
     import pyarrow.parquet as pq
 
     if not paths.requests.exists():
@@ -65,12 +66,18 @@ def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
     code = 0
     for paths in runs:
         records, by_class = failed_requests(paths)
-        failed = sum(by_class.values())
-        if records and (failed == records or (fail_on_errors and failed)):
+        not_ok = sum(by_class.values())
+        failed = not_ok - by_class.get(ErrorClass.REQUEST_LIMIT.value, 0)  # censored: no error
+        if records and (not_ok == records or (fail_on_errors and failed)):
             classes = ", ".join(f"{k} {v}" for k, v in sorted(by_class.items()))
-            what = "every request" if failed == records else f"{failed} of {records} requests"
+            if not_ok < records:
+                what = f"{failed} of {records} requests failed"
+            elif failed == records:
+                what = "every request failed"
+            else:  # nothing measured: every request failed or ran past the request limit
+                what = "no request completed"
             click.echo(
-                f"pddbench: {paths.run_id}: {what} failed ({classes}); "
+                f"pddbench: {paths.run_id}: {what} ({classes}); "
                 f"error rate {failed / records:.1%}",
                 err=True,
             )

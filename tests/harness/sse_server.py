@@ -3,7 +3,8 @@
 Streams the deterministic reference tokens (pddbench.tokens) for each request, with
 configurable tokens per chunk and pacing, and fault modes chosen by request-id suffix:
 ``-http500`` (HTTP error), ``-errevent`` (SSE error event mid-stream), ``-cut`` (connection
-dropped without [DONE]), ``-dup`` (a duplicated token), ``-stall`` (stops sending).
+dropped without [DONE]), ``-dup`` (a duplicated token), ``-stall`` (stops sending), ``-slow``
+(a token every 0.2 s: never stalls, runs past a short request limit).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def make_app(
             k = min(tokens_per_chunk, n - sent)
             if token_delay_s:
                 await asyncio.sleep(token_delay_s * k)
+            if rid.endswith("-slow"):
+                if request.transport is None or request.transport.is_closing():
+                    return resp
+                await asyncio.sleep(0.2 * k)
             if rid.endswith("-errevent") and sent >= n // 2:
                 await resp.write(b'data: {"error": {"message": "instance died"}}\n\n')
                 return resp

@@ -71,10 +71,12 @@ def test_faults_become_records_not_exceptions(tmp_path) -> None:
         "s2t0": "-cut",
         "s3t0": "-dup",
         "s4t0": "-stall",
+        "s5t0": "-slow",
     }
-    plan = _plan(6, 2, think=0.0, suffixes=suffixes)
+    plan = _plan(7, 2, think=0.0, suffixes=suffixes)
     t0 = time.monotonic()
-    _stats, _log, df, _ = _run(plan, tmp_path, api=ApiConfig(stall_timeout_s=0.5))
+    api = ApiConfig(stall_timeout_s=0.5, request_timeout_s=1.5)
+    _stats, _log, df, _ = _run(plan, tmp_path, api=api)
     assert time.monotonic() - t0 < 15
     cls = dict(zip(df.request_id, df.error_class, strict=True))
     assert cls["s0t0-http500"] == "http"
@@ -82,8 +84,12 @@ def test_faults_become_records_not_exceptions(tmp_path) -> None:
     assert cls["s2t0-cut"] == "stream"
     assert cls["s3t0-dup"] == "integrity"
     assert cls["s4t0-stall"] == "timeout"
-    assert pd.isna(cls["s5t0"])
-    assert len(df) == 12  # next turns still sent (continue-on-error policy)
+    # the harness's own request limit cut a stream still answering: censored, not an error
+    slow = df.set_index("request_id").loc["s5t0-slow"]
+    assert (slow.status, slow.error_class) == ("censored", "request_limit")
+    assert slow.output_tokens > 0 and slow.e2e_s >= 1.5
+    assert pd.isna(cls["s6t0"])
+    assert len(df) == 14  # next turns still sent (continue-on-error policy)
 
 
 def test_connection_refused_is_recorded(tmp_path) -> None:

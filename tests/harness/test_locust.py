@@ -230,9 +230,11 @@ def test_faults_become_the_same_error_classes(tmp_path, server) -> None:
         "s2-t0": "-cut",
         "s3-t0": "-dup",
         "s5-t0": "-stall",
+        "s6-t0": "-slow",
     }
-    options = ReplayOptions(integrity_seed=0, api=ApiConfig(stall_timeout_s=0.5))
-    plan = _plan(tmp_path, options, sessions=6, turns=2, suffix=suffix)
+    api = ApiConfig(stall_timeout_s=0.5, request_timeout_s=1.5)
+    options = ReplayOptions(integrity_seed=0, api=api)
+    plan = _plan(tmp_path, options, sessions=7, turns=2, suffix=suffix)
     paths, manifest = _new(tmp_path, "faults")
     run_locust_replay(plan, options, url, paths, manifest, workers=1)
     df = _records(paths)
@@ -242,6 +244,8 @@ def test_faults_become_the_same_error_classes(tmp_path, server) -> None:
     assert cls["s2-t0-cut"] == "stream"
     assert cls["s3-t0-dup"] == "integrity"
     assert cls["s5-t0-stall"] == "timeout"
+    slow = df.set_index("request_id").loc["s6-t0-slow"]  # cut by the request limit
+    assert (slow.status, slow.error_class) == ("censored", "request_limit")
     assert df.set_index("request_id").loc["s4-t0", "status"] == "ok"
     assert len(df) == len(plan.requests)  # continue-on-error: later turns still sent
     assert _manifest(paths)["status"] == "complete"

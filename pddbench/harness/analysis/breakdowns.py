@@ -35,6 +35,7 @@ BREAKDOWN_TAGS: tuple[str, ...] = (
     "goodput",
     "completed_rps",
     "error_rate",
+    "censored_rate",
     "hit_rate",
     "cache_fidelity",
     "wan_bytes_req",

@@ -105,7 +105,10 @@ def measure_point(
         if bound is None
         else np.asarray(bound >= settings.request_limit_s) & np.ones(records.n, dtype=bool)
     )
-    censored = in_window & records.cat["status"].equals("timeout") & could_still_meet
+    # cut by the request limit (run folders before the censored status recorded such a
+    # cut as a timeout, so a timeout that could still have met its bound counts too)
+    cut = records.censored | records.cat["status"].equals("timeout")
+    censored = in_window & cut & could_still_meet
     measured = in_window & ~censored
     lag = records.schedule_lag_s[measured]
     lag = lag[np.isfinite(lag)]

@@ -206,6 +206,11 @@ class RecordSet:
         return self.cat["status"].equals("ok")
 
     @cached_property
+    def censored(self) -> np.ndarray:
+        """Requests the harness's own request limit cut while the server still answered."""
+        return self.cat["status"].equals("censored")
+
+    @cached_property
     def sent(self) -> np.ndarray:
         return np.isfinite(self.num["actual_send_s"])
 

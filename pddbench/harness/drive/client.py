@@ -21,7 +21,13 @@ from enum import StrEnum
 
 import orjson
 
-from pddbench.harness.drive.aio.http1 import ConnectFailed, ExchangeTimeout, Http1Pool, StreamCut
+from pddbench.harness.drive.aio.http1 import (
+    ConnectFailed,
+    ExchangeTimeout,
+    Http1Pool,
+    RequestLimit,
+    StreamCut,
+)
 from pddbench.harness.drive.stream import StreamAccumulator
 from pddbench.harness.drive.stream_records import (
     DeferredSse,
@@ -166,6 +172,11 @@ async def stream_completion(
             clock,
             stall_timeout_s=api.stall_timeout_s,
             total_timeout_s=api.request_timeout_s,
+        )
+    except RequestLimit as exc:
+        sink.drain()
+        return cut_short(
+            record, acc, clock, ErrorClass.REQUEST_LIMIT, f"censored: {exc}", status=Status.CENSORED
         )
     except ExchangeTimeout as exc:
         sink.drain()

@@ -39,6 +39,11 @@ class ExchangeTimeout(Exception):
     """No byte arrived for the stall limit, or the whole request ran past its limit."""
 
 
+class RequestLimit(ExchangeTimeout):
+    """The whole request ran past the harness's own request limit while the server was
+    still answering: the measurement was cut (censored), the server did not fail."""
+
+
 class BodySink(Protocol):
     def feed(self, now: float, data: bytes) -> bool:
         """Take body bytes that arrived at ``now``; return True when nothing more is needed."""

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pddbench.harness.plan.player import OnError, PlannedRequest
 from pddbench.harness.rundir.records import Status
 
-SETTLED = frozenset({Status.OK, Status.ERROR, Status.TIMEOUT, Status.SKIPPED})
+SETTLED = frozenset(
+    {Status.OK, Status.ERROR, Status.TIMEOUT, Status.CENSORED, Status.SKIPPED}
+)
 
 
 @dataclass(frozen=True)

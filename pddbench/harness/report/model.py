@@ -44,6 +44,7 @@ HEADLINE_KEYS: tuple[str, ...] = (
     "session_sla_attainment",
     "task_completion.p50",
     "error_rate",
+    "censored_rate",
     "rld_token_share",
     "wan_bandwidth",
     "bcr",

@@ -178,7 +178,7 @@ def _fill(report: Report, sec: Section) -> None:
             )
         )
     elif sid == "errors":
-        sec.tables.append(scalar_table(report, "Error rate", ("error_rate",)))
+        sec.tables.append(scalar_table(report, "Error rate", ("error_rate", "censored_rate")))
         sec.tables += error_tables(report)
     elif sid == "breakdowns":
         for run in report.runs:

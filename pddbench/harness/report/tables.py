@@ -255,6 +255,7 @@ BREAKDOWN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sla_attainment", "SLA met (%)"),
     ("goodput", "goodput (req/s)"),
     ("error_rate", "errors (%)"),
+    ("censored_rate", "censored (%)"),
     ("wan_bytes_req.mean", "WAN MB/req"),
     ("rld_token_share", "RLD tokens (%)"),
 )

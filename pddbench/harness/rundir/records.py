@@ -32,7 +32,8 @@ from pddbench.errors import UserError
 class Status(StrEnum):
     OK = "ok"
     ERROR = "error"
-    TIMEOUT = "timeout"
+    TIMEOUT = "timeout"  # the server sent nothing for the stall limit
+    CENSORED = "censored"  # cut by the harness's own request limit while still answering
     CANCELLED = "cancelled"
     SKIPPED = "skipped"  # never sent: a request it depends on failed (abort-session policy)
 
@@ -42,6 +43,7 @@ class ErrorClass(StrEnum):
     HTTP = "http"  # non-2xx status
     STREAM = "stream"  # malformed or truncated stream, server-sent error event
     TIMEOUT = "timeout"
+    REQUEST_LIMIT = "request_limit"  # censored: the harness's limit, not a server failure
     INTEGRITY = "integrity"  # tokens duplicated / missing / reordered (reference servers)
     OUTPUT_LENGTH = "output_length"  # zero, too few (with ignore_eos) or too many tokens
     CANCELLED = "cancelled"

@@ -135,7 +135,20 @@ METRICS: tuple[type[Metric], ...] = (
         better=LOWER,
         min_change=0.005,
         compute=goodput.error_rate,
-        what="records whose status is not ok (error, timeout, cancelled, skipped) ÷ records",
+        what="records whose status is not ok (error, timeout, cancelled, skipped) ÷ records;"
+        " censored requests are not errors",
+        nan="no records",
+    ),
+    declare(
+        "censored_rate",
+        "censored",
+        FRACTION,
+        PERCENT,
+        better=LOWER,
+        min_change=0.005,
+        compute=goodput.censored_rate,
+        what="records the harness's own request limit cut while the server still answered"
+        " ÷ records (the harness's choice, not a server error)",
         nan="no records",
     ),
     declare(

@@ -6,7 +6,10 @@
   ``_tpot`` / ``_e2e``: the same for one target alone.
 * ``goodput`` = requests meeting every SLA target ÷ the run window (req/s), as in
   DistServe; unaffected by how failures are counted.
-* ``error_rate`` = records whose status is not ok ÷ all records (skipped included).
+* ``error_rate`` = records whose status is neither ok nor censored ÷ all records (skipped
+  included). ``censored_rate`` = records the harness's own request limit cut while the
+  server was still answering ÷ all records: the harness's choice, never a server error (in
+  ``sla_attainment`` they are sent and count as misses; a capacity ladder censors them).
 * ``bcr`` = goodput ÷ hardware cost of the scenario (``scenario.cost``).
 
 The metrics are declared in ``catalog.py``; this module holds their computations.
@@ -42,8 +45,14 @@ def met_count(records: RecordSet, ctx: Context) -> float:
 
 
 def error_rate(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
-    """Records whose status is not ok ÷ records."""
-    return ratio(float(records.n - np.count_nonzero(records.ok)), float(records.n))
+    """Records whose status is neither ok nor censored ÷ records."""
+    failed = records.n - np.count_nonzero(records.ok | records.censored)
+    return ratio(float(failed), float(records.n))
+
+
+def censored_rate(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:
+    """Records cut by the harness's own request limit ÷ records."""
+    return ratio(float(np.count_nonzero(records.censored)), float(records.n))
 
 
 def benefit_cost(records: RecordSet, ctx: Context, deps: Mapping[str, MetricResult]) -> float:

@@ -35,6 +35,7 @@ from pddbench.harness.drive.framing import (
     ExchangeTimeout,
     FramingError,
     Reply,
+    RequestLimit,
     ResponseFramer,
     StreamCut,
     Target,
@@ -42,7 +43,7 @@ from pddbench.harness.drive.framing import (
     connect_failed,
 )
 
-__all__ = ["ConnectFailed", "ExchangeTimeout", "Http1Pool", "Reply", "StreamCut"]
+__all__ = ["ConnectFailed", "ExchangeTimeout", "Http1Pool", "Reply", "RequestLimit", "StreamCut"]
 
 
 class _Connection(asyncio.Protocol):
@@ -257,7 +258,7 @@ class Http1Pool:
             nonlocal timer
             now = clock()
             if now >= deadline:
-                conn._fail(ExchangeTimeout(f"request ran past {total_timeout_s:g} s"))
+                conn._fail(RequestLimit(f"request ran past {total_timeout_s:g} s"))
             elif now - conn.last_rx >= stall_timeout_s:
                 conn._fail(ExchangeTimeout(f"no data for {stall_timeout_s:g} s"))
             else:

@@ -57,13 +57,22 @@ def stream_completion(
     try:
         with gevent.Timeout(api.request_timeout_s, _RequestDeadline):
             reply = http.exchange("POST", api.endpoint, body, headers, reader, clock)
-    except (_RequestDeadline, TimeoutError):
+    except _RequestDeadline:
+        return cut_short(
+            record,
+            acc,
+            clock,
+            ErrorClass.REQUEST_LIMIT,
+            f"censored: request ran past {api.request_timeout_s:g} s",
+            status=Status.CENSORED,
+        )
+    except TimeoutError:
         return cut_short(
             record,
             acc,
             clock,
             ErrorClass.TIMEOUT,
-            "timed out (request or stall limit)",
+            f"timed out: no data for {api.stall_timeout_s:g} s",
             status=Status.TIMEOUT,
         )
     except GreenletExit:
