@@ -103,9 +103,10 @@ class Point:
         if self.draft_tokens > 1:
             mtp = f", MTP {self.draft_tokens} (accept {self.accept_len})"
         ovl = ", no overlap" if not self.overlap else ""
+        gqa = ", no GQA KV sharing" if not self.gqa_kv_shared else ""
         return (
             f"{self.model}, {self.chips} x {self.hardware} {par}, {shape}, "
-            f"attn {self.attention_dtype}{mtp}{ovl}"
+            f"attn {self.attention_dtype}{mtp}{ovl}{gqa}"
         )
 
 

@@ -27,12 +27,15 @@ a decode batch of ``B`` sequences whose contexts sum to ``S``, the step processe
                       its query group, more for a kernel that loads it per query head)
                 t_a = max(F_a / (N · P_attn · η_attn), K / (N · BW · η_mem))
     scale-up    t_x = x_tok · T / (N · BW_link)         (NVLink inside a node, RDMA across)
+                      MoE dispatch / combine, overlapped with compute (two-batch overlap);
+                      a dense model's TP all-reduces are serial instead (where the chip has an
+                      allreduce_efficiency): t_x = 2(N-1)/N · x_tok · T / (BW_link · η_ar)
     latency     L   = layers · (collectives · t_coll + t_floor)   (t_coll per topology: intra /
                       inter; t_floor a fixed time per layer per step: kernel launches and
                       syncs, per MoE or dense layer, plus a dense step's context-phase floor
                       when it carries prefill)
 
-    t = max(t_g + t_a, t_x) + L + t_overhead
+    t = max(t_g + t_a, t_x) + L + t_overhead        (dense TP: t_g + t_a + t_x + L + ...)
 
 Attention runs in BF16 whatever the weights are (FlashAttention / FlashMLA compute in BF16);
 GEMMs run at their own dtype (FP8 weights: FP8 peak; INT4 weight-only: dequantised to BF16).
@@ -182,14 +185,20 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     t_gemm = max(g_compute, g_memory)
     t_attn = max(a_compute, a_memory)
     comm = md.comm_bytes_per_token * t if n > 1 else 0.0
-    t_comm = _div(comm, n * m.link_bytes_per_s)
     compute = t_gemm + t_attn
-    body = max(compute, t_comm)
+    if md.experts <= 0 and hw.allreduce_efficiency > 0:
+        # a dense model's tensor-parallel all-reduces sit between its GEMMs: a ring moves
+        # 2(N-1)/N of each message per chip, at the link's achieved bus bandwidth
+        t_comm = _div(comm * 2.0 * (n - 1) / n, m.link_bytes_per_s * hw.allreduce_efficiency)
+        body = compute + t_comm
+    else:
+        t_comm = _div(comm, n * m.link_bytes_per_s)
+        body = max(compute, t_comm)
     floor = hw.layer_floor(moe=md.experts > 0, prefill=t_prefill > 0)
     latency = md.layers * (md.collectives_per_layer * m.collective_latency_s + floor)
     if body <= 0:
         bound = "overhead"
-    elif body == t_comm and t_comm > compute:
+    elif t_comm > compute:
         bound = "interconnect"
     elif t_attn > t_gemm:
         bound = "attention" if a_compute >= a_memory else "memory"

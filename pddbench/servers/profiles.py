@@ -46,6 +46,7 @@ class HardwareProfile:
     attention_fp8_speedup: float = 2.0  # FP8 attention kernels over BF16 ones (compute-bound)
     dense_prefill_layer_floor_s: float = 0.0  # per dense layer of a step that carries prefill
     gqa_reread_share: float = 1.0  # share of a GQA group's repeated KV loads that miss L2
+    allreduce_efficiency: float = 0.0  # dense TP all-reduce bus bandwidth / link (0: overlapped)
 
     def gemm_efficiencies(self, moe: bool) -> tuple[float, float]:
         """(prefill, decode) GEMM efficiency of a MoE or a dense model on this chip."""
@@ -208,6 +209,7 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
             gqa_reread_share=_non_negative(
                 name, "gqa_reread_share", t.get("gqa_reread_share", 1.0)
             ),
+            allreduce_efficiency=_optional_fraction(name, "allreduce_efficiency", t),
         )
     return out
 

@@ -211,3 +211,19 @@ def test_kv_read_factor_multiplies_the_decode_kv_reads_only() -> None:
     assert b.seconds > a.seconds
     prefill = StepShape(prefill=((2048, 0),))
     assert step_cost(unshared, prefill).hbm_bytes == step_cost(shared, prefill).hbm_bytes
+
+
+def test_a_dense_tp_all_reduce_is_serial_and_moe_dispatch_overlaps() -> None:
+    hw = profiles.hardware("h100-sxm")
+    assert hw.allreduce_efficiency > 0
+    dense = Machine(hw, 8, profiles.model("falcon-180b-fp8"))
+    c = step_cost(dense, StepShape(prefill=((2048, 0),)))
+    ring = 2 * 7 / 8 * dense.model.comm_bytes_per_token * 2048
+    assert c.comm_s == pytest.approx(ring / (hw.interconnect_bytes_per_s * hw.allreduce_efficiency))
+    assert c.seconds == pytest.approx(
+        c.gemm_s + c.attention_s + c.comm_s + c.latency_s + dense.step_overhead_s
+    )
+    moe = machine("h800-sxm", chips=8, model="deepseek-v3")
+    m = step_cost(moe, StepShape(prefill=((2048, 0),)))
+    body = max(m.gemm_s + m.attention_s, m.comm_s)
+    assert m.seconds == pytest.approx(body + m.latency_s + moe.step_overhead_s)
