@@ -133,6 +133,13 @@ def _fraction(table: str, key: str, value: object) -> float:
     return v
 
 
+def _share(table: str, key: str, value: object) -> float:
+    v = _non_negative(table, key, value)
+    if v > 1:
+        raise UserError(f"profile {table}: {key} is a share, at most 1, got {value!r}")
+    return v
+
+
 def _optional_fraction(table: str, key: str, t: dict[str, object]) -> float:
     return _fraction(table, key, t[key]) if key in t else 0.0
 
@@ -206,9 +213,7 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
                 name, "dense_prefill_layer_floor_us", t.get("dense_prefill_layer_floor_us", 0.0)
             )
             * 1e-6,
-            gqa_reread_share=_non_negative(
-                name, "gqa_reread_share", t.get("gqa_reread_share", 1.0)
-            ),
+            gqa_reread_share=_share(name, "gqa_reread_share", t.get("gqa_reread_share", 1.0)),
             allreduce_efficiency=_optional_fraction(name, "allreduce_efficiency", t),
         )
     return out
