@@ -30,6 +30,9 @@ PARAMS: list[tuple[str, tuple[str, ...], float, float]] = [
     ("dense_layer_floor_s", (*SM90, "a100-sxm-80gb"), 0.0, 500e-6),
     ("host_step_s", (*SM90, "h20"), 0.0, 10e-3),
     ("dense_gemm_efficiency", ("a100-sxm-80gb",), 0.1, 1.0),
+    ("dense_prefill_layer_floor_s", (*SM90, "a100-sxm-80gb"), 0.0, 500e-6),
+    ("gqa_reread_share", SM90, 0.0, 1.0),
+    ("allreduce_efficiency", (*SM90, "a100-sxm-80gb"), 0.05, 1.0),
 ]
 SCALE = 0.1  # soft-L1 knee in log units (~10 %)
 

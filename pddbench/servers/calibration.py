@@ -70,6 +70,7 @@ class Point:
     accept_len: float = 1.0
     attention_dtype: str = "bf16"
     overlap: bool = True  # False: the engine's CPU work between steps was not overlapped
+    gqa_kv_shared: bool = True  # False: the decode kernel loads a KV head once per query head
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -102,9 +103,10 @@ class Point:
         if self.draft_tokens > 1:
             mtp = f", MTP {self.draft_tokens} (accept {self.accept_len})"
         ovl = ", no overlap" if not self.overlap else ""
+        gqa = ", no GQA KV sharing" if not self.gqa_kv_shared else ""
         return (
             f"{self.model}, {self.chips} x {self.hardware} {par}, {shape}, "
-            f"attn {self.attention_dtype}{mtp}{ovl}"
+            f"attn {self.attention_dtype}{mtp}{ovl}{gqa}"
         )
 
 
@@ -160,12 +162,19 @@ Overrides = dict[str, HardwareProfile]  # hardware name -> profile to price with
 
 def machine_for(p: Point, overrides: Overrides | None = None) -> Machine:
     hw = (overrides or {}).get(p.hardware) or profiles.hardware(p.hardware)
+    md = profiles.model(p.model)
+    reads = 1.0
+    if not p.gqa_kv_shared:
+        # a generation kernel without GQA sharing (TensorRT-LLM's masked MHA before XQA) loads
+        # each KV head once per query head of its group; the share missing L2 reaches HBM
+        reads += hw.gqa_reread_share * (md.query_heads_per_kv_head - 1)
     return Machine(
         hw,
         p.chips,
-        profiles.model(p.model),
+        md,
         attention_dp=p.attention_dp,
         attention_dtype=p.attention_dtype,
+        kv_read_factor=reads,
     )
 
 

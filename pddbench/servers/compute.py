@@ -22,12 +22,20 @@ a decode batch of ``B`` sequences whose contexts sum to ``S``, the step processe
                 t_g = max(F_g / (N · P_gemm), W / (N · BW · η_mem))
     attention   F_a = a_p · Σ n_i (c_i + (n_i+1)/2)                  (prefill form)
                     + a_d · [Σ k_j (c_j + (k_j+1)/2) + S]            (decode/absorbed form)
-                K   = s_kv · [Σ (c_i + n_i) + Σ (c_j + k_j) + S]      (KV read + written)
+                K   = s_kv · [Σ (c_i + n_i) + ρ · (Σ (c_j + k_j) + S)]  (KV read + written;
+                      ρ = kv_read_factor: 1 where the decode kernel loads a KV head once for
+                      its query group, more for a kernel that loads it per query head)
                 t_a = max(F_a / (N · P_attn · η_attn), K / (N · BW · η_mem))
     scale-up    t_x = x_tok · T / (N · BW_link)         (NVLink inside a node, RDMA across)
-    latency     L   = layers · collectives · t_coll     (t_coll per topology: intra / inter)
+                      MoE dispatch / combine, overlapped with compute (two-batch overlap);
+                      a dense model's TP all-reduces are serial instead (where the chip has an
+                      allreduce_efficiency): t_x = 2(N-1)/N · x_tok · T / (BW_link · η_ar)
+    latency     L   = layers · (collectives · t_coll + t_floor)   (t_coll per topology: intra /
+                      inter; t_floor a fixed time per layer per step: kernel launches and
+                      syncs, per MoE or dense layer, plus a dense step's context-phase floor
+                      when it carries prefill)
 
-    t = max(t_g + t_a, t_x) + L + t_overhead
+    t = max(t_g + t_a, t_x) + L + t_overhead        (dense TP: t_g + t_a + t_x + L + ...)
 
 Attention runs in BF16 whatever the weights are (FlashAttention / FlashMLA compute in BF16);
 GEMMs run at their own dtype (FP8 weights: FP8 peak; INT4 weight-only: dequantised to BF16).
@@ -68,6 +76,7 @@ class Machine:
     step_overhead_s: float = 0.0005
     attention_dp: bool = False  # data-parallel attention: each chip holds all dense weights
     attention_dtype: str = "bf16"  # FlashAttention / FlashMLA compute dtype (FP8 attention: "fp8")
+    kv_read_factor: float = 1.0  # times a decode / extend step reads each cached KV byte
 
     def __post_init__(self) -> None:
         if self.chips < 1:
@@ -153,20 +162,21 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     md, hw, n = m.model, m.hardware, m.chips
     pairs_p = 0.0
     pairs_d = float(shape.decode_context)
-    kv_tokens = float(shape.decode_context)
+    kv_prefill = 0.0
+    kv_decode = float(shape.decode_context)
     for tok, c in shape.prefill:
         pairs_p += tok * (c + (tok + 1) / 2)
-        kv_tokens += c + tok
+        kv_prefill += c + tok
     for k, c in shape.extend:
         pairs_d += k * (c + (k + 1) / 2)
-        kv_tokens += c + k
+        kv_decode += c + k
     t_prefill = sum(tok for tok, _ in shape.prefill)
     eff_p, eff_d = hw.gemm_efficiencies(moe=md.experts > 0)
     f_gemm = 2.0 * md.active_params * t
     f_gemm_eff = 2.0 * md.active_params * (t_prefill / eff_p + (t - t_prefill) / eff_d)
     f_attn = md.attn_flops_per_pair * pairs_p + md.decode_attn_flops_per_pair * pairs_d
     w = weights_touched_bytes(m, t)
-    kv = md.kv_bytes_per_token * kv_tokens
+    kv = md.kv_bytes_per_token * (kv_prefill + kv_decode * m.kv_read_factor)
     mem_rate = n * hw.hbm_bytes_per_s * hw.memory_efficiency
     g_compute = _div(f_gemm_eff, n * hw.peak_flops(md.gemm_dtype))
     g_memory = _div(w, mem_rate)
@@ -175,14 +185,20 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     t_gemm = max(g_compute, g_memory)
     t_attn = max(a_compute, a_memory)
     comm = md.comm_bytes_per_token * t if n > 1 else 0.0
-    t_comm = _div(comm, n * m.link_bytes_per_s)
     compute = t_gemm + t_attn
-    body = max(compute, t_comm)
-    floor = hw.layer_floor(moe=md.experts > 0)
+    if md.experts <= 0 and hw.allreduce_efficiency > 0:
+        # a dense model's tensor-parallel all-reduces sit between its GEMMs: a ring moves
+        # 2(N-1)/N of each message per chip, at the link's achieved bus bandwidth
+        t_comm = _div(comm * 2.0 * (n - 1) / n, m.link_bytes_per_s * hw.allreduce_efficiency)
+        body = compute + t_comm
+    else:
+        t_comm = _div(comm, n * m.link_bytes_per_s)
+        body = max(compute, t_comm)
+    floor = hw.layer_floor(moe=md.experts > 0, prefill=t_prefill > 0)
     latency = md.layers * (md.collectives_per_layer * m.collective_latency_s + floor)
     if body <= 0:
         bound = "overhead"
-    elif body == t_comm and t_comm > compute:
+    elif t_comm > compute:
         bound = "interconnect"
     elif t_attn > t_gemm:
         bound = "attention" if a_compute >= a_memory else "memory"

@@ -44,6 +44,9 @@ class HardwareProfile:
     layer_floor_s: float = 0.0  # fixed time per MoE layer per step (kernel launches, syncs)
     dense_layer_floor_s: float = 0.0  # ... per layer of a dense model (fewer, larger kernels)
     attention_fp8_speedup: float = 2.0  # FP8 attention kernels over BF16 ones (compute-bound)
+    dense_prefill_layer_floor_s: float = 0.0  # per dense layer of a step that carries prefill
+    gqa_reread_share: float = 1.0  # share of a GQA group's repeated KV loads that miss L2
+    allreduce_efficiency: float = 0.0  # dense TP all-reduce bus bandwidth / link (0: overlapped)
 
     def gemm_efficiencies(self, moe: bool) -> tuple[float, float]:
         """(prefill, decode) GEMM efficiency of a MoE or a dense model on this chip."""
@@ -53,8 +56,11 @@ class HardwareProfile:
             self.decode_gemm_efficiency
         )
 
-    def layer_floor(self, moe: bool) -> float:
-        return self.layer_floor_s if moe else self.dense_layer_floor_s
+    def layer_floor(self, moe: bool, prefill: bool = False) -> float:
+        """Fixed time per layer of a step (a dense step carrying prefill adds its own)."""
+        if moe:
+            return self.layer_floor_s
+        return self.dense_layer_floor_s + (self.dense_prefill_layer_floor_s if prefill else 0.0)
 
     def attention_flops(self, dtype: str) -> float:
         """Achieved FLOP/s of compute-bound attention kernels at ``dtype`` (BF16 or FP8)."""
@@ -88,6 +94,7 @@ class ModelProfile:
     vocab_size: int
     max_context: int
     sources: tuple[str, ...]
+    query_heads_per_kv_head: int = 1  # GQA group width (1: MHA, or MLA's shared latent)
 
     @property
     def expert_params(self) -> float:
@@ -123,6 +130,13 @@ def _fraction(table: str, key: str, value: object) -> float:
     v = _positive(table, key, value)
     if v > 1:
         raise UserError(f"profile {table}: {key} is a share of peak, at most 1, got {value!r}")
+    return v
+
+
+def _share(table: str, key: str, value: object) -> float:
+    v = _non_negative(table, key, value)
+    if v > 1:
+        raise UserError(f"profile {table}: {key} is a share, at most 1, got {value!r}")
     return v
 
 
@@ -195,6 +209,12 @@ def hardware_profiles() -> dict[str, HardwareProfile]:
             attention_fp8_speedup=_positive(
                 name, "attention_fp8_speedup", t.get("attention_fp8_speedup", 2.0)
             ),
+            dense_prefill_layer_floor_s=_non_negative(
+                name, "dense_prefill_layer_floor_us", t.get("dense_prefill_layer_floor_us", 0.0)
+            )
+            * 1e-6,
+            gqa_reread_share=_share(name, "gqa_reread_share", t.get("gqa_reread_share", 1.0)),
+            allreduce_efficiency=_optional_fraction(name, "allreduce_efficiency", t),
         )
     return out
 
@@ -249,6 +269,9 @@ def model_profiles() -> dict[str, ModelProfile]:
             vocab_size=int(_positive(name, "vocab_size", t.get("vocab_size"))),
             max_context=int(_positive(name, "max_context", t.get("max_context"))),
             sources=tuple(str(s) for s in t.get("sources", [])),  # type: ignore[union-attr]
+            query_heads_per_kv_head=int(
+                _positive(name, "query_heads_per_kv_head", t.get("query_heads_per_kv_head", 1))
+            ),
         )
     return out
 

@@ -63,7 +63,9 @@ def test_collective_latency_depends_on_topology_not_chip() -> None:
     b = step_cost(two_nodes, StepShape(decode_batch=1, decode_context=1000)).latency_s
     assert b > 5 * a > 0
     alone = Machine(profiles.hardware("h800-sxm"), 1, profiles.model("llama-3.1-8b"))
-    assert step_cost(alone, StepShape(decode_batch=1, decode_context=10)).latency_s == 0.0
+    assert alone.collective_latency_s == 0.0  # one chip: no collective, only the layer floor
+    floor = alone.model.layers * alone.hardware.layer_floor(moe=False)
+    assert step_cost(alone, StepShape(decode_batch=1, decode_context=10)).latency_s == floor
 
 
 def test_weights_touched_are_dense_plus_the_experts_tokens_reach() -> None:
@@ -179,3 +181,49 @@ def test_small_batch_moe_decode_pays_a_floor_per_layer() -> None:
         floor + md.layers * md.collectives_per_layer * m.collective_latency_s
     )
     assert c.seconds > floor + c.gemm_s
+
+
+def test_a_dense_step_carrying_prefill_pays_the_context_phase_floor() -> None:
+    hw = profiles.hardware("h100-sxm")
+    m = Machine(hw, 1, profiles.model("gpt-j-6b-fp8"))
+    assert hw.dense_prefill_layer_floor_s > 0
+    prefill = step_cost(m, StepShape(prefill=((128, 0),)))
+    decode = step_cost(m, StepShape(decode_batch=128, decode_context=128 * 128))
+    layers = m.model.layers
+    assert prefill.latency_s == pytest.approx(layers * hw.layer_floor(moe=False, prefill=True))
+    assert decode.latency_s == pytest.approx(layers * hw.layer_floor(moe=False))
+    assert prefill.latency_s - decode.latency_s == pytest.approx(
+        layers * hw.dense_prefill_layer_floor_s
+    )
+    # a MoE model keeps its one floor per layer, prefill or not
+    moe = machine("h800-sxm", chips=8, model="deepseek-v3")
+    a = step_cost(moe, StepShape(prefill=((128, 0),))).latency_s
+    b = step_cost(moe, StepShape(decode_batch=128, decode_context=128 * 128)).latency_s
+    assert a == pytest.approx(b)
+
+
+def test_kv_read_factor_multiplies_the_decode_kv_reads_only() -> None:
+    hw, md = profiles.hardware("h100-sxm"), profiles.model("falcon-180b-fp8")
+    shared, unshared = Machine(hw, 4, md), Machine(hw, 4, md, kv_read_factor=3.0)
+    decode = StepShape(decode_batch=64, decode_context=64 * 3000)
+    a, b = step_cost(shared, decode), step_cost(unshared, decode)
+    assert b.hbm_bytes - a.hbm_bytes == pytest.approx(2.0 * md.kv_bytes_per_token * 64 * 3000)
+    assert b.seconds > a.seconds
+    prefill = StepShape(prefill=((2048, 0),))
+    assert step_cost(unshared, prefill).hbm_bytes == step_cost(shared, prefill).hbm_bytes
+
+
+def test_a_dense_tp_all_reduce_is_serial_and_moe_dispatch_overlaps() -> None:
+    hw = profiles.hardware("h100-sxm")
+    assert hw.allreduce_efficiency > 0
+    dense = Machine(hw, 8, profiles.model("falcon-180b-fp8"))
+    c = step_cost(dense, StepShape(prefill=((2048, 0),)))
+    ring = 2 * 7 / 8 * dense.model.comm_bytes_per_token * 2048
+    assert c.comm_s == pytest.approx(ring / (hw.interconnect_bytes_per_s * hw.allreduce_efficiency))
+    assert c.seconds == pytest.approx(
+        c.gemm_s + c.attention_s + c.comm_s + c.latency_s + dense.step_overhead_s
+    )
+    moe = machine("h800-sxm", chips=8, model="deepseek-v3")
+    m = step_cost(moe, StepShape(prefill=((2048, 0),)))
+    body = max(m.gemm_s + m.attention_s, m.comm_s)
+    assert m.seconds == pytest.approx(body + m.latency_s + moe.step_overhead_s)
