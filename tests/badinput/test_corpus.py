@@ -290,10 +290,10 @@ case("replay-no-trace", "options", lambda ws, o: ["replay", "--target", f"{ws.ur
      says="--trace")
 case("replay-out-is-file", "options", lambda ws, o: [
     "replay", "--trace", str(ws["good.parquet"]), "--target", f"{ws.url}/ok",
-    "--out", str(ws["a-file"])], says="--out")
+    "--out", str(ws["a-file"])], says="is a file, not a folder: name a folder")
 case("replay-out-under-file", "options", lambda ws, o: [
     "replay", "--trace", str(ws["good.parquet"]), "--target", f"{ws.url}/ok",
-    "--out", str(ws["a-file"] / "sub")], says="--out")
+    "--out", str(ws["a-file"] / "sub")], says="is a file, so no folder can be made")
 case("replay-resume-not-a-run", "options", lambda ws, o: [
     "replay", "--resume", str(ws["t-dir.parquet"])], says="not a run folder")
 case("replay-resume-with-trace", "options", lambda ws, o: [
