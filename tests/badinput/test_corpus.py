@@ -53,6 +53,7 @@ class Case:
     records: int | None = None  # finalize: records recovered
     lines: int = 1  # error lines (a trace lists one line per problem found)
     interrupt: int | None = None  # interruption: this signal once the journal has a record
+    message: str | None = None  # server faults: in every record's error message
     xfail: str | None = None
 
 
@@ -343,6 +344,9 @@ for _mode, _code, _status, _class in [
          _replay("--target", f"URL/{_mode}", report=_mode == "done-only"),
          code=_code, status=_status, error_class=_class,
          says="every request failed" if _code else "")
+case("server-plain-json", "server faults", _replay("--target", "URL/plain-json"), code=1,
+     status="error", error_class="stream", says="every request failed",
+     message="did not stream; check that it supports stream=true")
 case("server-stall", "server faults", _replay("--target", "URL/stall", "--stall-timeout", "0.3s"),
      code=1, status="timeout", error_class="timeout")
 case("server-slow-timeout", "server faults", _replay("--target", "URL/slow", "--timeout", "0.5s"),
@@ -498,6 +502,9 @@ def test_bad_input(c: Case, ws: Workspace, capsys: pytest.CaptureFixture[str]) -
             assert (table.status == c.status).all(), table[["status", "error_message"]]
         if c.error_class is not None:
             assert (table.error_class == c.error_class).all(), table.error_message.tolist()
+        if c.message is not None:
+            assert table.error_message.str.contains(c.message, regex=False).all(), (
+                table.error_message.tolist())
         if c.code == 1:  # the headline (the report's) shows the error rate of the failed run
             assert "error rate (%) | 100" in captured.out
         if "--no-report" not in argv:
