@@ -208,6 +208,7 @@ case("import-mooncake-min-match-0", "importers", lambda ws, o: [
 
 # --------------------------------------------------------------------------- scenarios
 
+_SCALE = 'allowed: "auto" or a number > 0'  # one line, no pydantic type names
 _SC_SAYS = {
     "sc-role-typo": "deployment.instances[1].role", "sc-hardware": "hardware",
     "sc-model": "deployment.model", "sc-chips-negative": "chips",
@@ -218,7 +219,9 @@ _SC_SAYS = {
     "sc-vocab-first": "client.vocab_size",
     "sc-vocab-model": "client.vocab_size", "sc-handoff-typo": "deployment.handoff.schedul",
     "sc-routing-value": "pipeline_policy", "sc-top-typo": "emulation_scal",
-    "sc-scale-negative": "emulation_scale", "sc-front-door": "gateway",
+    "sc-scale-negative": f"emulation_scale: got -1.0; {_SCALE}",
+    "sc-scale-text": f"emulation_scale: got 'fast'; {_SCALE}",
+    "sc-scale-list": f"emulation_scale: got [8]; {_SCALE}", "sc-front-door": "gateway",
     "sc-duplicate-id": "md0", "sc-no-router": "router", "sc-wrong-arch-role": "decode",
     "sc-missing-role": "main-decode", "sc-api": "client.api", "sc-requires": "requires",
     "sc-network-typo": "jitter_dist", "sc-instance-typo": "datacentre",
