@@ -212,7 +212,8 @@ _SCALE = 'allowed: "auto" or a number > 0'  # one line, no pydantic type names
 _SC_SAYS = {
     "sc-role-typo": "deployment.instances[1].role", "sc-hardware": "hardware",
     "sc-model": "deployment.model", "sc-chips-negative": "chips",
-    "sc-chips-too-few": "chips", "sc-chips-float": "chips", "sc-sla-typo": "sla.ttft_ms",
+    "sc-chips-too-few": "chips", "sc-chips-float": "chips",
+    "sc-sla-typo": "sla.ttft_ms: unknown key (a typo?)",
     "sc-sla-negative": "sla.tpot_s", "sc-sla-pct": "sla.target_pct", "sc-sla-string": "sla.e2e_s",
     "sc-cost-typo": "cost.line_cst", "sc-cost-negative": "cost.line_cost",
     "sc-cost-unpriced": "no price for 'h20'", "sc-cost-stale-gpus": "cost.gpus",
@@ -405,7 +406,8 @@ for _r, _says in {
     "rep-no-records": "requests.parquet", "rep-garbage-records": "requests.parquet",
     "rep-no-manifest": "manifest", "rep-garbage-manifest": "manifest",
     "rep-list-manifest": "manifest", "rep-negative-ttft": "ttft_s", "rep-nan-ttft": "ttft_s",
-    "rep-no-column": "status", "rep-bad-sla": "sla.ttft_ms",
+    "rep-no-column": "status",
+    "rep-bad-sla": "sla.ttft_ms: unknown key (a typo? or a run folder from a newer pddbench)",
     "rep-bad-cost": "cost",
 }.items():
     case(f"report-{_r}", "report", lambda ws, o, r=_r: [
