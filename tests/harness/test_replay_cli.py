@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -149,7 +150,10 @@ def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
     assert res.returncode == 0, res.stderr
     df = pq.read_table(run / "requests.parquet").to_pandas()
     assert len(df) >= flushed and df.request_id.is_unique
-    assert json.loads((run / "manifest.json").read_text())["status"] == "recovered"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "recovered"
+    with urllib.request.urlopen(f"{url}/received", timeout=10) as reply:  # in flight too
+        assert manifest["sent_requests"] == json.load(reply)["requests"] > len(df)
 
 
 def test_replay_engine_locust_two_workers(tmp_path, server) -> None:
@@ -228,6 +232,11 @@ def test_sigkill_then_resume_completes_every_request_exactly_once(tmp_path, serv
     (entry,) = manifest["resumes"]
     assert (resumed.actual_send_s >= entry["from_s"] - 1e-6).all()
     assert manifest["status"] == "complete" and manifest["records"] == 120
+    # every request the server saw was counted, those in flight at the kill included
+    with urllib.request.urlopen(f"{url}/received", timeout=10) as reply:
+        received = json.load(reply)["requests"]
+    assert received > 120  # some were in flight at the kill and sent again
+    assert manifest["sent_requests"] == received
     # turn order still holds across the resume
     for rid, row in by_id.iterrows():
         s, t = rid.split("-t")

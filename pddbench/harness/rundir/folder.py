@@ -1,6 +1,7 @@
 """Run folders: where a run's results live, and the name of every file in one.
 
 A run folder ``<out>/<run-id>/`` holds ``journal.jsonl`` (written while the run goes),
+``sends.log`` (one line per request sent, as it is sent: :mod:`~.sends`),
 ``requests.parquet`` (finalised from the journal), ``server_metrics.parquet``,
 ``links.parquet``, ``capacity.json`` (capacity searches), ``logs/`` and ``manifest.json``
 (:class:`~pddbench.harness.rundir.manifest.RunManifest`: the scenario verbatim, the trace
@@ -19,6 +20,7 @@ from pathlib import Path
 from pddbench.errors import UserError
 
 JOURNAL = "journal.jsonl"
+SENDS = "sends.log"
 REQUESTS = "requests.parquet"
 MANIFEST = "manifest.json"
 SERVER_METRICS = "server_metrics.parquet"
@@ -40,6 +42,10 @@ class RunPaths:
     @property
     def journal(self) -> Path:
         return self.root / JOURNAL
+
+    @property
+    def sends(self) -> Path:
+        return self.root / SENDS
 
     @property
     def requests(self) -> Path:

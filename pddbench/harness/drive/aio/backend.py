@@ -26,6 +26,7 @@ from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.stream_records import record_for, skipped_record
 from pddbench.harness.plan.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import Journal
+from pddbench.harness.rundir.sends import SendLog
 
 PromptFn = Callable[[PlannedRequest], list[int]]
 OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
@@ -59,8 +60,10 @@ class AsyncioEngine:
         *,
         oracle_fn: OracleFn | None = None,
         clock_origin: float | None = None,
+        send_log: SendLog | None = None,
     ):
         self.player = player
+        self.send_log = send_log
         self.config = config
         self.journal = journal
         self.prompt_fn = prompt_fn
@@ -164,6 +167,8 @@ class AsyncioEngine:
 
     async def _send(self, http, record, prompt, oracle) -> None:
         self.stats.sent += 1
+        if self.send_log is not None:
+            self.send_log.sent(record.request_id)
         self.stats.in_flight += 1
         try:
             await stream_completion(
