@@ -33,7 +33,13 @@ from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
+from pddbench.harness.rundir.folder import (
+    RunPaths,
+    check_out_root,
+    file_digest,
+    new_run,
+    started_in,
+)
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace
@@ -213,6 +219,7 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
     options, trace_path = _recorded_replay(manifest, run_dir)
+    trace_path = _resume_trace(trace_path, manifest, run_dir)
     check_probes = check_probes and manifest.probe_check is not False
     trace = load_trace(trace_path)
     recorded = "trace" in manifest.model_fields_set
@@ -268,6 +275,32 @@ def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOption
         return ReplayOptions.from_json(replay), Path(str(path))
     except ValueError as exc:
         raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+
+
+def _resume_trace(recorded: Path, manifest: RunManifest, run_dir: Path) -> Path:
+    """The run's trace file: as recorded, or, a relative path not found from here, the same
+    path from the folder the run was started in; else one line saying where to put it."""
+    if recorded.exists():
+        return recorded
+    start = None if recorded.is_absolute() else started_in(manifest.command, run_dir)
+    if start is not None and (start / recorded).exists():
+        return start / recorded
+    if recorded.is_absolute():
+        where = f"its trace {recorded} is gone"
+    elif start is not None:
+        where = (
+            f"its trace {recorded} (relative to {start}, where the run was started) is not "
+            f"there, nor here: put it back at {start / recorded}"
+        )
+    else:
+        where = (
+            f"its trace {recorded} is relative to the folder the run was started in, not "
+            "found from here: resume from that folder"
+        )
+    raise UserError(
+        f"{run_dir}: {where}; a trace made again (`pddbench trace synth` or `trace import` "
+        "with the same arguments) resumes only if its bytes match the digest the run recorded"
+    )
 
 
 def _recorded_unemulated(manifest: RunManifest) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -263,3 +264,45 @@ def test_resume_refuses_a_complete_run(tmp_path, server) -> None:
     )
     assert res.returncode == 2 and "nothing to resume" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_resume_finds_a_relative_trace_from_where_the_run_started(tmp_path, server) -> None:
+    """A run started with a relative trace resumes from any folder (the trace is found
+    from where the run was started); with the trace gone, one line says where it was."""
+    url = server(tokens_per_chunk=1, delay=0.05)
+    chain_trace(tmp_path / "t.parquet", sessions=30, turns=4)
+    proc = subprocess.Popen(
+        [*PDDBENCH, "replay", "--trace", "t.parquet", "--target", url, "--out", "o"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    run = _wait_for_records(tmp_path / "o", 5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    copy = run.with_name(run.name + "-copy")
+    shutil.copytree(run, copy)
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--resume", str(run), "--no-report"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+    (tmp_path / "t.parquet").rename(tmp_path / "moved.parquet")
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--resume", str(copy)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f"relative to {tmp_path}, where the run was started" in lines[0]
+    assert f"put it back at {tmp_path / 't.parquet'}" in lines[0]

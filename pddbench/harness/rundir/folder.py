@@ -27,6 +27,7 @@ SERVER_METRICS = "server_metrics.parquet"
 LINKS = "links.parquet"
 CAPACITY = "capacity.json"
 LOGS = "logs"
+DEFAULT_OUT = "results"  # where run folders go when no --out is given
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,26 @@ def new_run(out_root: str | Path, label: str) -> RunPaths:
         why = _why(exc)
         raise UserError(f"--out {out_root}: cannot create a run folder there: {why}") from None
     return RunPaths(root)
+
+
+def started_in(command: list[str], run_root: Path) -> Path | None:
+    """The folder a run's command was started in, from where its run folder lies and the
+    ``--out`` it was given (a relative one; default :data:`DEFAULT_OUT`): relative paths in
+    the command (its trace) are relative to it. None when it cannot be told (an absolute
+    ``--out``, one with ``..``, or a run folder moved since)."""
+    out = DEFAULT_OUT
+    for i, arg in enumerate(command):
+        if arg == "--out" and i + 1 < len(command):
+            out = command[i + 1]
+        elif arg.startswith("--out="):
+            out = arg.removeprefix("--out=")
+    parts = [p for p in Path(out).parts if p != "."]
+    if Path(out).is_absolute() or ".." in parts:
+        return None
+    parent = run_root.resolve().parent
+    if parts and list(parent.parts[-len(parts) :]) != parts:
+        return None
+    return Path(*parent.parts[: len(parent.parts) - len(parts)])
 
 
 def check_out_root(out_root: str | Path) -> None:
