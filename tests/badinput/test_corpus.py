@@ -403,7 +403,8 @@ case("finalize-empty-over-good", "finalize",
 # ------------------------------------------------------------------------------ report
 
 for _r, _says in {
-    "rep-no-records": "requests.parquet", "rep-garbage-records": "requests.parquet",
+    "rep-no-records": "not finalised (killed?); `pddbench finalize",
+    "rep-garbage-records": "requests.parquet",
     "rep-no-manifest": "manifest", "rep-garbage-manifest": "manifest",
     "rep-list-manifest": "manifest", "rep-negative-ttft": "ttft_s", "rep-nan-ttft": "ttft_s",
     "rep-no-column": "status",

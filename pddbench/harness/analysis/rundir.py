@@ -88,6 +88,13 @@ def read_manifest(folder: Path) -> RunManifest:
 def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     """``requests.parquet`` as a :class:`RecordSet` (only the columns the analysis uses)."""
     if not path.is_file():
+        run = path.parent
+        if RunPaths(run).journal.is_file():  # the harness died before it finalised
+            raise UserError(
+                f"{path}: missing: the run was not finalised (killed?); `pddbench finalize "
+                f"{run}` writes it from the run's journal.jsonl, or `pddbench replay --resume "
+                f"{run}` sends the rest and finalises"
+            )
         raise UserError(f"{path}: missing")
     try:
         schema = pq.read_schema(path)
