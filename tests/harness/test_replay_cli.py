@@ -306,3 +306,57 @@ def test_resume_finds_a_relative_trace_from_where_the_run_started(tmp_path, serv
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert f"relative to {tmp_path}, where the run was started" in lines[0]
     assert f"put it back at {tmp_path / 't.parquet'}" in lines[0]
+
+
+def test_a_default_window_replay_ends_when_its_requests_are_settled(tmp_path, server) -> None:
+    """A long trace replayed with no selection takes the busiest hour at x10 and a 90 s
+    cap; when nothing more is due before the cap (the window's last session starts past
+    it) the replay ends once the requests it sent are answered, not at the cap."""
+    from pddbench.harness.plan.default_window import DURATION_S, SPEEDUP
+    from pddbench.workloads.traceio import build_table, write_trace
+
+    late = (DURATION_S + 10) * SPEEDUP  # in the busiest hour, due after the cap
+    arrivals = [0.0, 0.1, 0.2, late, 3700.0]  # the last: outside the hour (a long trace)
+    n = len(arrivals)
+    trace = write_trace(
+        build_table(
+            request_id=[f"r{i}" for i in range(n)],
+            session_id=[f"s{i}" for i in range(n)],
+            turn_index=[0] * n,
+            arrival_s=arrivals,
+            input_length=[64] * n,
+            output_length=[8] * n,
+            block_size=64,
+            block_hashes=[[i + 1] for i in range(n)],
+        ),
+        tmp_path / "t.parquet",
+    )
+    url = server(tokens_per_chunk=1)
+    began = time.monotonic()
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(trace),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o"),
+            "--no-report",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=DURATION_S + 60,
+    )
+    took = time.monotonic() - began
+    assert res.returncode == 0, res.stderr
+    assert "busiest hour" in res.stderr
+    run = _run_dir(tmp_path / "o")
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert sorted(df.request_id) == ["r0", "r1", "r2"] and (df.status == "ok").all()
+    last_answer = float(df.end_s.max())
+    assert last_answer < 5.0
+    # ended soon after the last answer, not at the cap (it took >= 90 s before)
+    assert took < DURATION_S / 3, f"the replay took {took:.1f} s"

@@ -106,6 +106,11 @@ class AsyncioEngine:
                     self._spawn(http, due)
                 nxt = self.player.next_due_s()
                 if deadline is not None:
+                    if (nxt is None or nxt >= deadline) and all(t.done() for t in self._tasks):
+                        # nothing in flight could free a turn, nothing is due before the
+                        # cap: the requests the cap lets through are settled, stop now
+                        self.stats.stopped_at_s = now
+                        break
                     nxt = deadline if nxt is None else min(nxt, deadline)
                 self._wake.clear()
                 handle = None
