@@ -26,10 +26,13 @@ IN_CREATE = 0x100
 IN_MOVED_TO = 0x80
 
 
-def _trace(path: Path) -> Path:
+def _trace(path: Path, arrivals: list[float] | None = None) -> Path:
     from pddbench.workloads.traceio import build_table, write_trace
 
-    return write_trace(build_table(**good_rows()), path)
+    rows = good_rows()
+    if arrivals is not None:
+        rows["arrival_s"] = arrivals
+    return write_trace(build_table(**rows), path)
 
 
 class NetnsWatch:
@@ -97,6 +100,16 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "out-is-a-file": (["--trace", good, "--out", str(tmp / "a-file")], "is a file"),
         "bad-scenario": (["--trace", good, "--scenario", "no-such"], "no-such"),
         "bad-option": (["--trace", good, "--speedup", "-3"], "speedup"),
+        # a long trace and no selection: `replay` is the main job (every system's ladder)
+        "main-job-out-is-a-file": (
+            [
+                "--trace",
+                str(_trace(tmp / "long.parquet", [0.0, 1.0, 3700.0])),
+                "--out",
+                str(tmp / "a-file"),
+            ],
+            "is a file",
+        ),
     }
 
 
@@ -104,7 +117,15 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
 @pytest.mark.root
 @pytest.mark.parametrize("command", ["capacity", "replay"])
 @pytest.mark.parametrize(
-    "case", ["missing-trace", "unreadable-trace", "out-is-a-file", "bad-scenario", "bad-option"]
+    "case",
+    [
+        "missing-trace",
+        "unreadable-trace",
+        "out-is-a-file",
+        "bad-scenario",
+        "bad-option",
+        "main-job-out-is-a-file",
+    ],
 )
 def test_bad_input_is_refused_before_any_namespace(tmp_path: Path, command: str, case: str) -> None:
     args, says = _bad_inputs(tmp_path)[case]
