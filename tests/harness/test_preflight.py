@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from tests.badinput.files import good_rows
 from tests.netem.conftest import needs_root
 
 ROOT = Path(__file__).resolve().parents[2]
+needs_unshare = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
 IN_CREATE = 0x100
 IN_MOVED_TO = 0x80
 
@@ -114,6 +116,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
 
 
 @needs_root
+@needs_unshare
 @pytest.mark.root
 @pytest.mark.parametrize("command", ["capacity", "replay"])
 @pytest.mark.parametrize(
@@ -139,10 +142,11 @@ def test_bad_input_is_refused_before_any_namespace(tmp_path: Path, command: str,
     assert not (tmp_path / "results").exists()  # no run folder, not even the output root
 
 
+@needs_root
+@needs_unshare
+@pytest.mark.root
 def test_the_watch_sees_a_namespace_that_lived_briefly(tmp_path: Path) -> None:
-    """The watch can fail: a namespace made and removed at once is seen (root only)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
+    """The watch can fail: a namespace made and removed at once is seen."""
     code = (
         "from pddbench.netem import nsutil; nsutil.create_netns('pddbwatch-x');"
         " nsutil.remove_netns('pddbwatch-x')"
