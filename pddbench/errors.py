@@ -31,7 +31,14 @@ class TraceError(UserError):
     """A trace that cannot be read or does not validate; ``details``: one line per problem."""
 
 
-def first_problem(exc: ValidationError) -> tuple[str, str]:
-    """A pydantic ``ValidationError``'s first error as (dotted location, message)."""
+UNKNOWN_KEY = "unknown key (a typo?)"
+# what a run folder's unknown key may also be: written by a newer pddbench
+UNKNOWN_RUN_KEY = "unknown key (a typo? or a run folder from a newer pddbench)"
+
+
+def first_problem(exc: ValidationError, *, unknown: str = UNKNOWN_KEY) -> tuple[str, str]:
+    """A pydantic ``ValidationError``'s first error as (dotted location, message); an
+    unknown key reads ``unknown`` instead of pydantic's "Extra inputs are not permitted"."""
     first = exc.errors()[0]
-    return ".".join(str(p) for p in first["loc"]), str(first["msg"])
+    msg = unknown if first["type"] == "extra_forbidden" else str(first["msg"])
+    return ".".join(str(p) for p in first["loc"]), msg

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from pddbench.errors import TraceError, UserError
+from pddbench.errors import UserError
+from pddbench.harness.config.preflight import check_out_folder, load_trace
 from pddbench.harness.config.scenario import Scenario, load_scenario
 from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import deploy, emulation_problem, run_in_client_netns
@@ -32,10 +33,16 @@ from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
+from pddbench.harness.rundir.folder import (
+    RunPaths,
+    check_out_root,
+    file_digest,
+    new_run,
+    started_in,
+)
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import ErrorClass, read_journal
-from pddbench.workloads.traceio import Trace, read_trace
+from pddbench.workloads.traceio import Trace
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
@@ -85,22 +92,6 @@ def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
     return code
 
 
-def load_trace(path: Path) -> Trace:
-    """Read the trace; a missing file gets a hint on how to make one."""
-    if not path.exists():
-        raise UserError(
-            f"trace {path} not found; make one with `pddbench trace synth --profile jan-feb "
-            f"-o {path}` or import one with "
-            f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
-        )
-    try:
-        return read_trace(path, for_replay=True)
-    except TraceError:
-        raise
-    except Exception as exc:
-        raise TraceError(f"{path}: cannot read trace ({type(exc).__name__}: {exc})") from None
-
-
 def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan | None) -> dict[str, object]:
     """The trace's manifest entry (without a plan: less what each run's plan replayed)."""
     info: dict[str, object] = {
@@ -138,25 +129,25 @@ def replay_main(
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
-    if target is None:  # before the trace is read: refuse in one line, first
-        require_emulation([load_scenario(n) for n in scenarios], emulate)
+    # everything the user gave is checked before anything happens: no emulation probe
+    # (a scratch namespace), no run folder, no server before the inputs are known good
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
-    if default_note:
-        click.echo(f"pddbench: {default_note}", err=True)
     plan = prepare(trace, options)
     if not plan.requests:
         raise UserError(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
-    # everything the user gave is checked before a run folder exists or a server starts
-    check_out_root(out_root)
+    check_out_folder(out_root)
     if target is not None:
         if scenarios:
             raise UserError("--target drives an existing endpoint: give no --scenario with it")
         check_prompts(plan, options)
     else:
-        ready_scenarios(scenarios, plan, options)
+        require_emulation(ready_scenarios(scenarios, plan, options), emulate)
+    check_out_root(out_root)
+    if default_note:
+        click.echo(f"pddbench: {default_note}", err=True)
     if default_note and target is None and locust is None:
         from pddbench.harness.main_job import main_verdict
 
@@ -235,6 +226,7 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
     if not paths.journal.exists():
         raise UserError(f"{run_dir}: no journal.jsonl; the run never started sending")
     options, trace_path = _recorded_replay(manifest, run_dir)
+    trace_path = _resume_trace(trace_path, manifest, run_dir)
     check_probes = check_probes and manifest.probe_check is not False
     trace = load_trace(trace_path)
     recorded = "trace" in manifest.model_fields_set
@@ -290,6 +282,32 @@ def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOption
         return ReplayOptions.from_json(replay), Path(str(path))
     except ValueError as exc:
         raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+
+
+def _resume_trace(recorded: Path, manifest: RunManifest, run_dir: Path) -> Path:
+    """The run's trace file: as recorded, or, a relative path not found from here, the same
+    path from the folder the run was started in; else one line saying where to put it."""
+    if recorded.exists():
+        return recorded
+    start = None if recorded.is_absolute() else started_in(manifest.command, run_dir)
+    if start is not None and (start / recorded).exists():
+        return start / recorded
+    if recorded.is_absolute():
+        where = f"its trace {recorded} is gone"
+    elif start is not None:
+        where = (
+            f"its trace {recorded} (relative to {start}, where the run was started) is not "
+            f"there, nor here: put it back at {start / recorded}"
+        )
+    else:
+        where = (
+            f"its trace {recorded} is relative to the folder the run was started in, not "
+            "found from here: resume from that folder"
+        )
+    raise UserError(
+        f"{run_dir}: {where}; a trace made again (`pddbench trace synth` or `trace import` "
+        "with the same arguments) resumes only if its bytes match the digest the run recorded"
+    )
 
 
 def _recorded_unemulated(manifest: RunManifest) -> bool:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pddbench.errors import UserError
+from pddbench.errors import UNKNOWN_KEY, UserError
 from pddbench.servers import profiles
 from pddbench.servers.compute import Machine, kv_capacity_tokens
 from pddbench.servers.engine import SchedulerConfig
@@ -329,7 +329,7 @@ def error_lines(exc: ValidationError, prefix: str = "") -> list[str]:
         loc = ".".join(parts)
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (a typo?)"
+            msg = UNKNOWN_KEY
         elif err["type"] in ("enum", "literal_error"):
             msg = f"got {err['input']!r}; {msg[:1].lower()}{msg[1:]}"
         head = msg.split(":", 1)[0]

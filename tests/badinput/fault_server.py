@@ -18,6 +18,8 @@ fault case: ``--target http://127.0.0.1:PORT/<mode>`` makes the client post to
 ``cut``          connection closed mid-stream; ``stall``: stops after one token
 ``slow``         0.3 s per token (for the whole-request timeout)
 ``paced``        ok, 20 ms per token
+``plain-json``   a whole (non-streamed) completion as application/json, as a server
+                 that ignores ``stream=true`` answers
 ``huge-numbers`` ok, but the server's timing fields are past 64-bit integers
 ``usage-huge``   text chunks, ``usage.completion_tokens`` past 64-bit integers
 
@@ -52,6 +54,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if mode in ("http500", "http429"):
         status = int(mode[4:])
         return web.json_response({"error": {"message": f"injected {status}"}}, status=status)
+    if mode == "plain-json":
+        text = "".join(f" t{i}" for i in range(n))
+        usage = {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": n}
+        return web.json_response({"choices": [{"text": text, "index": 0}], "usage": usage})
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     sep = b"\r\n\r\n" if mode == "crlf" else b"\n\n"

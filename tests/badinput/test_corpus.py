@@ -53,6 +53,7 @@ class Case:
     records: int | None = None  # finalize: records recovered
     lines: int = 1  # error lines (a trace lists one line per problem found)
     interrupt: int | None = None  # interruption: this signal once the journal has a record
+    message: str | None = None  # server faults: in every record's error message
     xfail: str | None = None
 
 
@@ -207,17 +208,21 @@ case("import-mooncake-min-match-0", "importers", lambda ws, o: [
 
 # --------------------------------------------------------------------------- scenarios
 
+_SCALE = 'allowed: "auto" or a number > 0'  # one line, no pydantic type names
 _SC_SAYS = {
     "sc-role-typo": "deployment.instances[1].role", "sc-hardware": "hardware",
     "sc-model": "deployment.model", "sc-chips-negative": "chips",
-    "sc-chips-too-few": "chips", "sc-chips-float": "chips", "sc-sla-typo": "sla.ttft_ms",
+    "sc-chips-too-few": "chips", "sc-chips-float": "chips",
+    "sc-sla-typo": "sla.ttft_ms: unknown key (a typo?)",
     "sc-sla-negative": "sla.tpot_s", "sc-sla-pct": "sla.target_pct", "sc-sla-string": "sla.e2e_s",
     "sc-cost-typo": "cost.line_cst", "sc-cost-negative": "cost.line_cost",
     "sc-cost-unpriced": "no price for 'h20'", "sc-cost-stale-gpus": "cost.gpus",
     "sc-vocab-first": "client.vocab_size",
     "sc-vocab-model": "client.vocab_size", "sc-handoff-typo": "deployment.handoff.schedul",
     "sc-routing-value": "pipeline_policy", "sc-top-typo": "emulation_scal",
-    "sc-scale-negative": "emulation_scale", "sc-front-door": "gateway",
+    "sc-scale-negative": f"emulation_scale: got -1.0; {_SCALE}",
+    "sc-scale-text": f"emulation_scale: got 'fast'; {_SCALE}",
+    "sc-scale-list": f"emulation_scale: got [8]; {_SCALE}", "sc-front-door": "gateway",
     "sc-duplicate-id": "md0", "sc-no-router": "router", "sc-wrong-arch-role": "decode",
     "sc-missing-role": "main-decode", "sc-api": "client.api", "sc-requires": "requires",
     "sc-network-typo": "jitter_dist", "sc-instance-typo": "datacentre",
@@ -290,10 +295,10 @@ case("replay-no-trace", "options", lambda ws, o: ["replay", "--target", f"{ws.ur
      says="--trace")
 case("replay-out-is-file", "options", lambda ws, o: [
     "replay", "--trace", str(ws["good.parquet"]), "--target", f"{ws.url}/ok",
-    "--out", str(ws["a-file"])], says="--out")
+    "--out", str(ws["a-file"])], says="is a file, not a folder: name a folder")
 case("replay-out-under-file", "options", lambda ws, o: [
     "replay", "--trace", str(ws["good.parquet"]), "--target", f"{ws.url}/ok",
-    "--out", str(ws["a-file"] / "sub")], says="--out")
+    "--out", str(ws["a-file"] / "sub")], says="is a file, so no folder can be made")
 case("replay-resume-not-a-run", "options", lambda ws, o: [
     "replay", "--resume", str(ws["t-dir.parquet"])], says="not a run folder")
 case("replay-resume-with-trace", "options", lambda ws, o: [
@@ -343,6 +348,9 @@ for _mode, _code, _status, _class in [
          _replay("--target", f"URL/{_mode}", report=_mode == "done-only"),
          code=_code, status=_status, error_class=_class,
          says="every request failed" if _code else "")
+case("server-plain-json", "server faults", _replay("--target", "URL/plain-json"), code=1,
+     status="error", error_class="stream", says="every request failed",
+     message="did not stream; check that it supports stream=true")
 case("server-stall", "server faults", _replay("--target", "URL/stall", "--stall-timeout", "0.3s"),
      code=1, status="timeout", error_class="timeout")
 case("server-slow-timeout", "server faults", _replay("--target", "URL/slow", "--timeout", "0.5s"),
@@ -395,10 +403,12 @@ case("finalize-empty-over-good", "finalize",
 # ------------------------------------------------------------------------------ report
 
 for _r, _says in {
-    "rep-no-records": "requests.parquet", "rep-garbage-records": "requests.parquet",
+    "rep-no-records": "not finalised (killed?); `pddbench finalize",
+    "rep-garbage-records": "requests.parquet",
     "rep-no-manifest": "manifest", "rep-garbage-manifest": "manifest",
     "rep-list-manifest": "manifest", "rep-negative-ttft": "ttft_s", "rep-nan-ttft": "ttft_s",
-    "rep-no-column": "status", "rep-bad-sla": "sla.ttft_ms",
+    "rep-no-column": "status",
+    "rep-bad-sla": "sla.ttft_ms: unknown key (a typo? or a run folder from a newer pddbench)",
     "rep-bad-cost": "cost",
 }.items():
     case(f"report-{_r}", "report", lambda ws, o, r=_r: [
@@ -498,6 +508,9 @@ def test_bad_input(c: Case, ws: Workspace, capsys: pytest.CaptureFixture[str]) -
             assert (table.status == c.status).all(), table[["status", "error_message"]]
         if c.error_class is not None:
             assert (table.error_class == c.error_class).all(), table.error_message.tolist()
+        if c.message is not None:
+            assert table.error_message.str.contains(c.message, regex=False).all(), (
+                table.error_message.tolist())
         if c.code == 1 and c.status == "censored":  # the harness's limit: no server error
             assert "error rate (%) | 0" in captured.out and "censored (%) | 100" in captured.out
         elif c.code == 1:  # the headline (the report's) shows the error rate of the failed run

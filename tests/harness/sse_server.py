@@ -76,6 +76,8 @@ def make_app(
         return resp
 
     app.router.add_post("/v1/completions", completions)
+    # how many completion requests reached the server (the ground truth of what was sent)
+    app.router.add_get("/received", lambda _r: web.json_response({"requests": len(app[LOG])}))
     return app
 
 

@@ -220,6 +220,32 @@ def test_connect_refused_is_connect_failed() -> None:
     run(main())
 
 
+def test_https_to_a_plain_http_port_says_use_http() -> None:
+    """A plain-HTTP server either answers the ClientHello with an HTTP error (the client
+    reads a wrong TLS version) or waits for the request's blank line forever (the
+    handshake times out): both say what to do, neither is a bare "connect timed out"."""
+
+    async def answers_400(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(answers_400, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with pytest.raises(ConnectFailed, match=r"answered plain HTTP .*use http://"):
+            await one(Http1Pool(f"https://127.0.0.1:{port}"), Collect())
+        server.close()
+        waits, url = await scripted_server(lambda n: [OK_CHUNKED + chunked()])
+        pool = Http1Pool(url.replace("http:", "https:"), connect_timeout_s=0.3)
+        with pytest.raises(ConnectFailed, match=r"TLS handshake timed out .*use http://"):
+            await one(pool, Collect())
+        waits.close()
+
+    run(main())
+
+
 def test_stall_limit_and_cut_stream() -> None:
     async def main() -> None:
         stall = OK_CHUNKED + chunked(b"data: 1\n\n")[:-5]  # never terminates

@@ -263,7 +263,9 @@ def test_unreachable_server_and_duration_cap(tmp_path) -> None:
     assert m["status"] == "complete"  # a duration cap is not an incomplete run
     assert m["planned_requests"] == len(plan.requests) > len(df) == m["sent_requests"]
     assert set(df.session_id) == {"s0", "s0-sub", "s1", "s2"}
-    assert 0.25 <= m["duration_cap_hit_at_s"] < 0.35
+    # sending stopped at the cap, or before it once nothing more was due before it
+    # (s3 starts at 0.3 s): then the run ends as soon as what was sent is settled
+    assert 0.2 <= m["duration_cap_hit_at_s"] < 0.35
     assert m["replay"]["max_duration_s"] == 0.25
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -149,7 +151,10 @@ def test_sigkill_then_finalize_recovers_journal(tmp_path, server) -> None:
     assert res.returncode == 0, res.stderr
     df = pq.read_table(run / "requests.parquet").to_pandas()
     assert len(df) >= flushed and df.request_id.is_unique
-    assert json.loads((run / "manifest.json").read_text())["status"] == "recovered"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "recovered"
+    with urllib.request.urlopen(f"{url}/received", timeout=10) as reply:  # in flight too
+        assert manifest["sent_requests"] == json.load(reply)["requests"] > len(df)
 
 
 def test_replay_engine_locust_two_workers(tmp_path, server) -> None:
@@ -228,6 +233,11 @@ def test_sigkill_then_resume_completes_every_request_exactly_once(tmp_path, serv
     (entry,) = manifest["resumes"]
     assert (resumed.actual_send_s >= entry["from_s"] - 1e-6).all()
     assert manifest["status"] == "complete" and manifest["records"] == 120
+    # every request the server saw was counted, those in flight at the kill included
+    with urllib.request.urlopen(f"{url}/received", timeout=10) as reply:
+        received = json.load(reply)["requests"]
+    assert received > 120  # some were in flight at the kill and sent again
+    assert manifest["sent_requests"] == received
     # turn order still holds across the resume
     for rid, row in by_id.iterrows():
         s, t = rid.split("-t")
@@ -254,3 +264,99 @@ def test_resume_refuses_a_complete_run(tmp_path, server) -> None:
     )
     assert res.returncode == 2 and "nothing to resume" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_resume_finds_a_relative_trace_from_where_the_run_started(tmp_path, server) -> None:
+    """A run started with a relative trace resumes from any folder (the trace is found
+    from where the run was started); with the trace gone, one line says where it was."""
+    url = server(tokens_per_chunk=1, delay=0.05)
+    chain_trace(tmp_path / "t.parquet", sessions=30, turns=4)
+    proc = subprocess.Popen(
+        [*PDDBENCH, "replay", "--trace", "t.parquet", "--target", url, "--out", "o"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    run = _wait_for_records(tmp_path / "o", 5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    copy = run.with_name(run.name + "-copy")
+    shutil.copytree(run, copy)
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--resume", str(run), "--no-report"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+    (tmp_path / "t.parquet").rename(tmp_path / "moved.parquet")
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--resume", str(copy)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f"relative to {tmp_path}, where the run was started" in lines[0]
+    assert f"put it back at {tmp_path / 't.parquet'}" in lines[0]
+
+
+def test_a_default_window_replay_ends_when_its_requests_are_settled(tmp_path, server) -> None:
+    """A long trace replayed with no selection takes the busiest hour at x10 and a 90 s
+    cap; when nothing more is due before the cap (the window's last session starts past
+    it) the replay ends once the requests it sent are answered, not at the cap."""
+    from pddbench.harness.plan.default_window import DURATION_S, SPEEDUP
+    from pddbench.workloads.traceio import build_table, write_trace
+
+    late = (DURATION_S + 10) * SPEEDUP  # in the busiest hour, due after the cap
+    arrivals = [0.0, 0.1, 0.2, late, 3700.0]  # the last: outside the hour (a long trace)
+    n = len(arrivals)
+    trace = write_trace(
+        build_table(
+            request_id=[f"r{i}" for i in range(n)],
+            session_id=[f"s{i}" for i in range(n)],
+            turn_index=[0] * n,
+            arrival_s=arrivals,
+            input_length=[64] * n,
+            output_length=[8] * n,
+            block_size=64,
+            block_hashes=[[i + 1] for i in range(n)],
+        ),
+        tmp_path / "t.parquet",
+    )
+    url = server(tokens_per_chunk=1)
+    began = time.monotonic()
+    res = subprocess.run(
+        [
+            *PDDBENCH,
+            "replay",
+            "--trace",
+            str(trace),
+            "--target",
+            url,
+            "--out",
+            str(tmp_path / "o"),
+            "--no-report",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=DURATION_S + 60,
+    )
+    took = time.monotonic() - began
+    assert res.returncode == 0, res.stderr
+    assert "busiest hour" in res.stderr
+    run = _run_dir(tmp_path / "o")
+    df = pq.read_table(run / "requests.parquet").to_pandas()
+    assert sorted(df.request_id) == ["r0", "r1", "r2"] and (df.status == "ok").all()
+    last_answer = float(df.end_s.max())
+    assert last_answer < 5.0
+    # ended soon after the last answer, not at the cap (it took >= 90 s before)
+    assert took < DURATION_S / 3, f"the replay took {took:.1f} s"

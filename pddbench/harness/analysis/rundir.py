@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
-from pddbench.errors import UserError, first_problem
+from pddbench.errors import UNKNOWN_RUN_KEY, UserError, first_problem
 from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
 from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
@@ -68,13 +68,16 @@ class RunData:
     def cost(self) -> CostModel | None:
         """The scenario's cost model, or None when it declares none (absent or empty)."""
         data = self.manifest.scenario.get("cost") or None
-        return cost_from_mapping(data, where=str(RunPaths(self.path).manifest))
+        where = str(RunPaths(self.path).manifest)
+        return cost_from_mapping(data, where=where, unknown=UNKNOWN_RUN_KEY)
 
 
 def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
     """The SLA declared in a manifest's scenario (None when absent or an empty table)."""
     data = manifest.scenario.get("sla") or None
-    return None if data is None else sla_from_mapping(data, where=str(where))
+    if data is None:
+        return None
+    return sla_from_mapping(data, where=str(where), unknown=UNKNOWN_RUN_KEY)
 
 
 def read_manifest(folder: Path) -> RunManifest:
@@ -85,6 +88,13 @@ def read_manifest(folder: Path) -> RunManifest:
 def read_records(path: Path, *, token_times: bool = True) -> RecordSet:
     """``requests.parquet`` as a :class:`RecordSet` (only the columns the analysis uses)."""
     if not path.is_file():
+        run = path.parent
+        if RunPaths(run).journal.is_file():  # the harness died before it finalised
+            raise UserError(
+                f"{path}: missing: the run was not finalised (killed?); `pddbench finalize "
+                f"{run}` writes it from the run's journal.jsonl, or `pddbench replay --resume "
+                f"{run}` sends the rest and finalises"
+            )
         raise UserError(f"{path}: missing")
     try:
         schema = pq.read_schema(path)
@@ -168,7 +178,7 @@ def _read_model(path: Path, model: type[_M], text: str | None = None) -> _M:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except ValidationError as exc:
-        loc, msg = first_problem(exc)
+        loc, msg = first_problem(exc, unknown=UNKNOWN_RUN_KEY)
         raise UserError(f"{path}: {loc}: {msg}") from None
 
 

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from pddbench.errors import UserError, first_problem
+from pddbench.errors import UNKNOWN_KEY, UserError, first_problem
 from pddbench.harness.analysis.recordset import RecordSet
 
 
@@ -142,17 +142,17 @@ def parse_sla_overrides(text: str) -> dict[str, float]:
     return out
 
 
-def sla_from_mapping(data: Any, *, where: str) -> SLA:
+def sla_from_mapping(data: Any, *, where: str, unknown: str = UNKNOWN_KEY) -> SLA:
     """An SLA from a manifest/scenario table: the fields it sets override :data:`DEFAULT_SLA`
     (an empty or missing table is the default); :class:`UserError` naming ``where`` if
-    invalid."""
+    invalid (``unknown``: what an unknown key is called)."""
     if not data:
         return DEFAULT_SLA
     try:
         own = SLA.model_validate(data)
         return DEFAULT_SLA.model_copy(update=own.model_dump(exclude_unset=True))
     except ValidationError as exc:
-        loc, msg = first_problem(exc)
+        loc, msg = first_problem(exc, unknown=unknown)
         loc = loc or "sla"
         raise UserError(f"{where}: sla.{loc}: {msg}") from None
 

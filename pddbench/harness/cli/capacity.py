@@ -22,13 +22,9 @@ from pddbench.errors import UserError
 from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
 from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
 from pddbench.harness.cli.options import build_options, parse_duration, selection_options
+from pddbench.harness.config.preflight import check_out_folder, load_trace
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.pipeline import (
-    load_trace,
-    require_emulation,
-    scenario_options,
-    trace_manifest,
-)
+from pddbench.harness.pipeline import require_emulation, scenario_options, trace_manifest
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
 
@@ -182,8 +178,10 @@ def capacity(
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    require_emulation([scenario], not no_emulation)
     trace = load_trace(trace_path)
+    check_out_folder(out_root)
+    # the inputs are good: only now the emulation probe (a scratch namespace) may run
+    require_emulation([scenario], not no_emulation)
     options, note = default_selection(trace.table, scenario_options(options, scenario), trace.epoch)
     if note:  # a long trace and no selection: walk on from its busiest hour, at x10
         start = options.selection.window_start_s or 0.0

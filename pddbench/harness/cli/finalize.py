@@ -3,7 +3,8 @@
 For runs whose harness died without finalising (SIGKILL, power loss): everything the
 journal holds up to its last flush becomes the records table, lines that are not
 records (cut off, not JSON, not a record) are skipped and counted, and the manifest is
-marked ``recovered``. A ``requests.parquet`` is never replaced by one with fewer records.
+marked ``recovered``, with the count of requests sent from the send log (those in
+flight at the kill included). A ``requests.parquet`` is never replaced by one with fewer records.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pddbench.errors import UserError
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
+from pddbench.harness.rundir.sends import count_sends
 
 
 @click.command("finalize")
@@ -32,6 +34,8 @@ def finalize(run_dir: Path) -> None:
             manifest.status = RunStatus.RECOVERED
         manifest.records = records
         manifest.journal_unreadable_lines = bad
+        if manifest.sent_requests is None:  # a killed run never wrote its count
+            manifest.sent_requests = count_sends(paths.sends)
         manifest.save(paths.root)
     except OSError as exc:
         raise UserError(f"{run_dir}: cannot finalise: {exc.strerror or exc}") from None

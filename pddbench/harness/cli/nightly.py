@@ -32,8 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pddbench.errors import UserError
 from pddbench.harness.cli.options import build_options
+from pddbench.harness.config.preflight import check_out_folder, load_trace
 from pddbench.harness.drive.replay import prepare
-from pddbench.harness.pipeline import load_trace, replay_scenarios, trace_manifest
+from pddbench.harness.pipeline import replay_scenarios, trace_manifest
 
 
 class _Strict(BaseModel):
@@ -129,6 +130,7 @@ def materialise_trace(spec: TraceSpec, folder: Path, base: Path) -> Path:
 def nightly(config_path: Path, out_dir: Path) -> None:
     """Run the nightly matrix in CONFIG_PATH into --out."""
     cfg = load_config(config_path)
+    check_out_folder(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     traces_dir = out_dir / "_traces"
     traces_dir.mkdir(exist_ok=True)

@@ -17,6 +17,7 @@ import click
 
 from pddbench.errors import UserError
 from pddbench.harness.cli.options import build_options, path_option, selection_options
+from pddbench.harness.rundir.folder import DEFAULT_OUT
 
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
 
@@ -98,7 +99,7 @@ def locust_options(f):
 @path_option(
     "--out",
     "out_root",
-    default=Path("results"),
+    default=Path(DEFAULT_OUT),
     show_default=True,
     help="Folder that receives one sub-folder per run.",
 )

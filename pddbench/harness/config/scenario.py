@@ -28,6 +28,7 @@ Must not start anything.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -131,6 +132,20 @@ class Scenario(_Strict):
             return {k: v[k] for k in ("currency", "unit_price", "line_cost", "gpus") if k in v}
         return v
 
+    @field_validator("emulation_scale", mode="before")
+    @classmethod
+    def _scale(cls, v: object) -> object:
+        """One plain line for a bad scale (not the union's type names, one per member)."""
+        if v == "auto":
+            return v
+        try:
+            number = float(v) if not isinstance(v, bool) else math.nan  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            number = math.nan
+        if not number > 0 or math.isinf(number):
+            raise ValueError(f"got {v!r}; allowed: \"auto\" or a number > 0 (e.g. 8)")
+        return number
+
     @field_validator("deployment")
     @classmethod
     def _valid_deployment(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -141,8 +156,6 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Scenario:
-        if self.emulation_scale != "auto" and not float(self.emulation_scale) > 0:
-            raise ValueError("emulation_scale must be 'auto' or a number > 0")
         if (self.deployment is None) == (not self.engines):
             raise ValueError("give either a [deployment] (reference servers) or [[engines]]")
         if self.deployment is not None:

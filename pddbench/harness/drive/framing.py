@@ -18,6 +18,7 @@ Must not: touch sockets, read clocks, or know about SSE, JSON or records.
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -65,10 +66,26 @@ class Reply:
             self.error_body += data[:room]
 
 
-def connect_failed(exc: OSError, timeout_s: float) -> ConnectFailed:
-    """The one-line error for a connection attempt that failed with ``exc``."""
+_NOT_TLS = "(an https:// URL to a plain-HTTP port?): use http://"
+
+
+def connect_failed(
+    exc: OSError, timeout_s: float, *, tls: bool = False, tcp_answered: bool = False
+) -> ConnectFailed:
+    """The one-line error for a connection attempt that failed with ``exc`` (``tls``: the
+    attempt included a TLS handshake; ``tcp_answered``: a plain TCP connection to the same
+    port opened, so what timed out was the handshake)."""
+    if tls and getattr(exc, "reason", None) == "WRONG_VERSION_NUMBER":
+        return ConnectFailed(f"TLS handshake failed: the server answered plain HTTP {_NOT_TLS}")
     if isinstance(exc, TimeoutError):
+        if tls and tcp_answered:
+            return ConnectFailed(
+                f"TLS handshake timed out after {timeout_s:g} s: the port accepts connections"
+                f" but does not answer TLS {_NOT_TLS}"
+            )
         return ConnectFailed(f"connect timed out after {timeout_s:g} s")
+    if tls and isinstance(exc, ssl.SSLError):
+        return ConnectFailed(f"TLS handshake failed: {exc}")
     return ConnectFailed(exc.strerror or str(exc))
 
 

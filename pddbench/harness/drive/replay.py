@@ -43,6 +43,7 @@ from pddbench.harness.rundir.manifest import (
     ServerMetricsInfo,
 )
 from pddbench.harness.rundir.records import Journal, finalize_journal
+from pddbench.harness.rundir.sends import SendLog, count_sends
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
 from pddbench.workloads.materialize import Materializer
@@ -194,6 +195,8 @@ async def _execute(
             return TokenStream(seed, req.request_id, options.vocab_size)
 
     journal = Journal(paths.journal, append=resume is not None)
+    logged_before = count_sends(paths.sends) if resume is not None else None
+    send_log = SendLog(paths.sends)
     for req in skipped:
         journal.append(skipped_record(req))
     player = SessionPlayer(plan.requests, on_error=options.on_error)
@@ -225,6 +228,7 @@ async def _execute(
         prompt_fn,
         oracle_fn=oracle,
         clock_origin=origin,
+        send_log=send_log,
     )
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -256,6 +260,7 @@ async def _execute(
             with contextlib.suppress(asyncio.CancelledError):
                 await view_task
         journal.close()
+        send_log.close()
         if scraper is not None:
             await scraper.stop()  # one last scrape: counters cover the whole run
             write_server_metrics(scraper.rows, paths.server_metrics)
@@ -273,7 +278,10 @@ async def _execute(
     manifest.planned_requests = planned_total
     if resume is None:
         manifest.sent_requests = engine.stats.sent
-    else:  # the whole run's total; a killed run never wrote its own: its journal has it
+    elif logged_before is not None:  # every earlier send, those in flight at a kill too
+        manifest.sent_requests = logged_before + engine.stats.sent
+    else:  # no send log (an older run folder): a killed run never wrote its own count,
+        # its journal has the sends that ended (those in flight at the kill are not known)
         before = manifest.sent_requests if manifest.sent_requests is not None else resume.sent
         manifest.sent_requests = before + engine.stats.sent
     manifest.duration_cap_hit_at_s = engine.stats.stopped_at_s

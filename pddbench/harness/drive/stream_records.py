@@ -77,6 +77,7 @@ class SseReader:
         "_sglang",
         "acc",
         "done",
+        "head",
         "server_error",
     )
 
@@ -89,11 +90,14 @@ class SseReader:
         self._after_cr = False  # the last read ended with CR (a LF may follow in the next)
         self.done = False
         self.server_error: str | None = None
+        self.head = b""  # the body's first bytes (what a stream that is none began with)
 
     def feed(self, now: float, data: bytes) -> bool:
         """Take raw body bytes (any split, lines may be cut anywhere) that arrived at ``now``.
 
         An event is read when its blank line arrives, at the time that line arrived."""
+        if not self.head:
+            self.head = data[:64]
         if self._after_cr and data.startswith(b"\n"):
             data = data[1:]  # the LF of a CRLF that the split cut after its CR
         self._after_cr = data.endswith(b"\r")
@@ -256,7 +260,7 @@ def settle_record(
     if reader.server_error is not None:
         return fail_record(record, clock, ErrorClass.STREAM, reader.server_error)
     if not reader.done:
-        return fail_record(record, clock, ErrorClass.STREAM, "stream ended without [DONE]")
+        return fail_record(record, clock, ErrorClass.STREAM, _unfinished_stream(reader))
     if summary.integrity_ok is False:
         return fail_record(
             record, clock, ErrorClass.INTEGRITY, summary.integrity_error or "integrity"
@@ -265,6 +269,18 @@ def settle_record(
     if problem is not None:
         return fail_record(record, clock, ErrorClass.OUTPUT_LENGTH, problem)
     return record
+
+
+def _unfinished_stream(reader: SseReader) -> str:
+    """Why a stream that ended without ``[DONE]`` failed: a body that is one JSON value
+    (no ``data:`` event) is a server that did not stream at all."""
+    if reader.head.lstrip()[:1] in (b"{", b"[") and not reader.acc.chunks:
+        return (
+            "the server answered plain JSON, not a stream of server-sent events (content-type"
+            " application/json?): it did not stream; check that it supports stream=true"
+            f" at this path (body began {reader.head[:40]!r})"
+        )
+    return "stream ended without [DONE]"
 
 
 _COUNTED_BY = {"token_ids": "token ids", "usage": "usage", "chunks": "text chunks"}

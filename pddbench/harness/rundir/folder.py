@@ -1,6 +1,7 @@
 """Run folders: where a run's results live, and the name of every file in one.
 
 A run folder ``<out>/<run-id>/`` holds ``journal.jsonl`` (written while the run goes),
+``sends.log`` (one line per request sent, as it is sent: :mod:`~.sends`),
 ``requests.parquet`` (finalised from the journal), ``server_metrics.parquet``,
 ``links.parquet``, ``capacity.json`` (capacity searches), ``logs/`` and ``manifest.json``
 (:class:`~pddbench.harness.rundir.manifest.RunManifest`: the scenario verbatim, the trace
@@ -19,12 +20,14 @@ from pathlib import Path
 from pddbench.errors import UserError
 
 JOURNAL = "journal.jsonl"
+SENDS = "sends.log"
 REQUESTS = "requests.parquet"
 MANIFEST = "manifest.json"
 SERVER_METRICS = "server_metrics.parquet"
 LINKS = "links.parquet"
 CAPACITY = "capacity.json"
 LOGS = "logs"
+DEFAULT_OUT = "results"  # where run folders go when no --out is given
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,10 @@ class RunPaths:
     @property
     def journal(self) -> Path:
         return self.root / JOURNAL
+
+    @property
+    def sends(self) -> Path:
+        return self.root / SENDS
 
     @property
     def requests(self) -> Path:
@@ -77,6 +84,26 @@ def new_run(out_root: str | Path, label: str) -> RunPaths:
         why = _why(exc)
         raise UserError(f"--out {out_root}: cannot create a run folder there: {why}") from None
     return RunPaths(root)
+
+
+def started_in(command: list[str], run_root: Path) -> Path | None:
+    """The folder a run's command was started in, from where its run folder lies and the
+    ``--out`` it was given (a relative one; default :data:`DEFAULT_OUT`): relative paths in
+    the command (its trace) are relative to it. None when it cannot be told (an absolute
+    ``--out``, one with ``..``, or a run folder moved since)."""
+    out = DEFAULT_OUT
+    for i, arg in enumerate(command):
+        if arg == "--out" and i + 1 < len(command):
+            out = command[i + 1]
+        elif arg.startswith("--out="):
+            out = arg.removeprefix("--out=")
+    parts = [p for p in Path(out).parts if p != "."]
+    if Path(out).is_absolute() or ".." in parts:
+        return None
+    parent = run_root.resolve().parent
+    if parts and list(parent.parts[-len(parts) :]) != parts:
+        return None
+    return Path(*parent.parts[: len(parent.parts) - len(parts)])
 
 
 def check_out_root(out_root: str | Path) -> None:

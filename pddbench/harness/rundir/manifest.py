@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench import __version__
-from pddbench.errors import UserError, first_problem
+from pddbench.errors import UNKNOWN_RUN_KEY, UserError, first_problem
 from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import MANIFEST
 
@@ -208,7 +208,7 @@ class RunManifest(BaseModel):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            loc, msg = first_problem(exc)
+            loc, msg = first_problem(exc, unknown=UNKNOWN_RUN_KEY)
             raise UserError(f"{path}: {loc}: {msg}") from None
 
 

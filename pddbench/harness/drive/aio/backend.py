@@ -26,6 +26,7 @@ from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.stream_records import record_for, skipped_record
 from pddbench.harness.plan.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import Journal
+from pddbench.harness.rundir.sends import SendLog
 
 PromptFn = Callable[[PlannedRequest], list[int]]
 OracleFn = Callable[[PlannedRequest], Callable[[int], int] | None]
@@ -59,8 +60,10 @@ class AsyncioEngine:
         *,
         oracle_fn: OracleFn | None = None,
         clock_origin: float | None = None,
+        send_log: SendLog | None = None,
     ):
         self.player = player
+        self.send_log = send_log
         self.config = config
         self.journal = journal
         self.prompt_fn = prompt_fn
@@ -103,6 +106,11 @@ class AsyncioEngine:
                     self._spawn(http, due)
                 nxt = self.player.next_due_s()
                 if deadline is not None:
+                    if (nxt is None or nxt >= deadline) and all(t.done() for t in self._tasks):
+                        # nothing in flight could free a turn, nothing is due before the
+                        # cap: the requests the cap lets through are settled, stop now
+                        self.stats.stopped_at_s = now
+                        break
                     nxt = deadline if nxt is None else min(nxt, deadline)
                 self._wake.clear()
                 handle = None
@@ -164,6 +172,8 @@ class AsyncioEngine:
 
     async def _send(self, http, record, prompt, oracle) -> None:
         self.stats.sent += 1
+        if self.send_log is not None:
+            self.send_log.sent(record.request_id)
         self.stats.in_flight += 1
         try:
             await stream_completion(

@@ -181,10 +181,26 @@ class Http1Pool:
                     lambda: _Connection(self), self.target.host, self.target.port, ssl=self._ssl
                 )
         except OSError as exc:  # TimeoutError included
-            raise connect_failed(exc, self.connect_timeout_s) from exc
+            tcp = self.target.tls and isinstance(exc, TimeoutError) and await self._tcp_answers()
+            raise connect_failed(
+                exc, self.connect_timeout_s, tls=self.target.tls, tcp_answered=tcp
+            ) from exc
         self.opened += 1
         self._all.add(conn)
         return conn
+
+    async def _tcp_answers(self) -> bool:
+        """Whether a plain TCP connection to the target opens (after a TLS attempt timed
+        out: then the handshake, not the network, is what hung)."""
+        try:
+            async with asyncio.timeout(min(2.0, self.connect_timeout_s)):
+                transport, _ = await asyncio.get_running_loop().create_connection(
+                    asyncio.Protocol, self.target.host, self.target.port
+                )
+        except OSError:
+            return False
+        transport.close()
+        return True
 
     def _take_idle(self) -> _Connection | None:
         while self._idle:

@@ -71,9 +71,11 @@ class GeventHttp1Pool:
         if self._ssl is not None:
             try:
                 sock = self._ssl.wrap_socket(sock, server_hostname=self.target.host)
-            except (OSError, ssl.SSLError) as exc:
+            except OSError as exc:  # ssl.SSLError and the socket's timeout included
                 sock.close()
-                raise ConnectFailed(f"TLS handshake failed: {exc}") from exc
+                raise connect_failed(
+                    exc, self.connect_timeout_s, tls=True, tcp_answered=True
+                ) from exc
         sock.settimeout(self.stall_timeout_s)
         self.opened += 1
         return sock

@@ -160,6 +160,9 @@ class ShardDriver:
                     self._requests.spawn(self._one, due.request, record)
                 nxt = player.next_due_s()
                 if deadline is not None:
+                    if (nxt is None or nxt >= deadline) and not self._open:
+                        self.stopped_at_s = now  # nothing due before the cap: all settled
+                        break
                     nxt = deadline if nxt is None else min(nxt, deadline)
                 wake.clear()
                 if nxt is None:
