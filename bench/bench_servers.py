@@ -184,7 +184,8 @@ def run_emulated(
     rate, delay and jitter; KV bytes and link rates scaled by ``emulation_scale``), run
     ``client(front_door)`` from the ``client`` namespace, tear everything down."""
     from pddbench.harness.config.scenario import load_scenario
-    from pddbench.harness.deploy.systems import deploy, run_in_client_netns
+    from pddbench.harness.deploy.systems import deploy
+    from pddbench.harness.drive.netns import run_in_client_netns
     from pddbench.harness.rundir.folder import RunPaths
 
     base = load_scenario("pdd")

@@ -88,7 +88,7 @@ def test_a_run_with_a_capacity_verdict_shows_the_bcr(tmp_path: Path) -> None:
 
 
 def test_main_job_verdict_table(tmp_path: Path) -> None:
-    from pddbench.harness.main_job import verdict_table
+    from pddbench.harness.jobs.main_job import verdict_table
     from pddbench.harness.rundir.folder import RunPaths
 
     run = write_synth(tmp_path / "same", SynthRun(system="same-dc-pd", requests=300, seed=1))

@@ -341,7 +341,7 @@ def test_an_excluded_bisection_point_keeps_the_capacity() -> None:
 
 
 def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> None:
-    from pddbench.harness.main_job import (
+    from pddbench.harness.jobs.main_job import (
         DEPLOY_ALLOWANCE_S,
         JOB_BUDGET_S,
         REPORT_RESERVE_S,
@@ -364,7 +364,7 @@ def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> N
 
 
 def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() -> None:
-    from pddbench.harness.main_job import points_table
+    from pddbench.harness.jobs.main_job import points_table
 
     search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
     _walk(search, [(400, 400), (400, 300)])

@@ -131,7 +131,7 @@ def test_the_load_scale_search_stops_at_the_cap_with_the_closest_rate() -> None:
 
 
 def test_the_plan_names_the_rate_rungs() -> None:
-    from pddbench.harness.main_job import main_ladder, plan_text
+    from pddbench.harness.jobs.main_job import main_ladder, plan_text
 
     text = plan_text(main_ladder(3), 3, origin_rps=3.84)
     assert "ladder of offered rates 3.84, 7.68, 15.4, 30.7 req/s" in text

@@ -10,6 +10,7 @@ fails here; a deliberate report change regenerates ``expected/`` with :func:`ren
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -25,6 +26,7 @@ EXPECTED = FIXTURE / "expected"
 REPLAYS = sorted(p.relative_to(FIXTURE) for p in (FIXTURE / "replay").iterdir())
 POINTS = sorted(p.relative_to(FIXTURE) for p in (FIXTURE / "capacity").glob("*-x*") if p.is_dir())
 RUNS = [*REPLAYS, *POINTS]
+GENERATED_AT = "2026-12-04 00:56 UTC"  # when expected/ was rendered (a report says when)
 
 
 def render_all(out: Path) -> dict[str, str]:
@@ -36,6 +38,7 @@ def render_all(out: Path) -> dict[str, str]:
     }
     texts: dict[str, str] = {}
     for name, report in reports.items():
+        report = dataclasses.replace(report, generated_at=GENERATED_AT)
         for fmt in (Format.MD, Format.JSON):
             path = out / f"{name}.{fmt.value}"
             texts[path.name] = render(report, fmt, path)

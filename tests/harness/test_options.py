@@ -9,7 +9,6 @@ from typing import Any
 import click
 import pytest
 
-from pddbench.harness.cli.nightly import ReplaySettings
 from pddbench.harness.cli.options import (
     OPTION_FIELDS,
     SCENARIO_FIELDS,
@@ -17,6 +16,7 @@ from pddbench.harness.cli.options import (
     selection_options,
 )
 from pddbench.harness.cli.replay import replay
+from pddbench.harness.config.nightly import ReplaySettings
 from pddbench.harness.plan.options import ReplayOptions
 
 NON_DEFAULT: dict[str, Any] = {

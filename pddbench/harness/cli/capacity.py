@@ -6,30 +6,22 @@ each point replays its own slice of the trace (sessions no earlier point sent), 
 the walk stops at the first point that misses the SLA attainment target. The same
 settings give every system the same loads. Writes the verdict (``capacity.json``: every
 point with its Wilson interval, the capacity, its interval and its basis) into the last
-point's run folder and the ladder's folder, so ``pddbench report`` draws it. The I/O is
-:func:`pddbench.harness.capacity_run.run_ladder`, shared with the main job.
+point's run folder and the ladder's folder, so ``pddbench report`` draws it. Parses the
+options into the ladder's settings, the replay options and the SLA overrides and calls
+:func:`pddbench.harness.jobs.capacity.capacity_job`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.sla import parse_sla_overrides, sla_from_mapping, with_overrides
-from pddbench.harness.capacity_run import VERDICT_FILE, run_ladder
+from pddbench.harness.analysis.sla import parse_sla_overrides
 from pddbench.harness.cli.options import build_options, parse_duration, selection_options
-from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.pipeline import (
-    load_trace,
-    require_emulation,
-    scenario_options,
-    trace_manifest,
-)
-from pddbench.harness.plan.default_window import default_selection
+from pddbench.harness.jobs.capacity import capacity_job
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
 
 
@@ -161,7 +153,6 @@ def capacity(
 ) -> None:
     """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
     options = build_options(**kw)  # type: ignore[arg-type]
-    scenario = load_scenario(scenario_name)
     try:
         settings = LadderSettings(
             start=start_load,
@@ -182,54 +173,16 @@ def capacity(
         )
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    require_emulation([scenario], not no_emulation)
-    trace = load_trace(trace_path)
-    options, note = default_selection(trace.table, scenario_options(options, scenario), trace.epoch)
-    if note:  # a long trace and no selection: walk on from its busiest hour, at x10
-        start = options.selection.window_start_s or 0.0
-        click.echo(
-            f"pddbench: long trace: the ladder walks on from the busiest hour of "
-            f"session starts (offset {start / 3600:.1f} h), base speed-up "
-            f"x{options.selection.speedup:g}",
-            err=True,
-        )
-    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
-    sla = with_overrides(
-        sla_from_mapping(declared, where=f"scenario {scenario.name}"),
-        parse_sla_overrides(sla_text) if sla_text else {},
-    )
+    overrides = parse_sla_overrides(sla_text) if sla_text else {}
     if target_pct is not None:
-        sla = with_overrides(sla, {"target_pct": target_pct})
-    options = dataclasses.replace(options, max_duration_s=None)
-    click.echo(
-        f"pddbench: ladder of offered rates from what x{settings.start:g} offers at the "
-        f"origin, x{settings.growth:g} a rung, {settings.max_points} rungs (+ <= "
-        f"{settings.bisect_points} bisection points); {settings.warmup_s:g} s warm-up "
-        f"+ {settings.point_s:g}-{settings.longest_point_s:g} s measured per point (until "
-        f"the trace offers {settings.min_requests} requests), at most "
-        f"{settings.budget_s / 60:.0f} min; SLA {sla.describe()}",
-        err=True,
+        overrides = {**overrides, "target_pct": target_pct}
+    capacity_job(
+        trace_path=trace_path,
+        scenario_name=scenario_name,
+        options=options,
+        settings=settings,
+        sla_overrides=overrides,
+        out_root=out_root,
+        argv=["pddbench", *sys.argv[1:]],
+        emulate=not no_emulation,
     )
-    try:
-        verdict, _ = run_ladder(
-            scenario,
-            trace,
-            options,
-            settings,
-            sla,
-            out_root=out_root,
-            argv=["pddbench", *sys.argv[1:]],
-            trace_info=trace_manifest(trace, trace_path, None),
-            emulate=not no_emulation,
-        )
-    except KeyboardInterrupt:
-        raise click.exceptions.Exit(130) from None
-    (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
-    from pddbench.harness.main_job import points_table
-    from pddbench.harness.report.markdown import _table as markdown_table
-
-    click.echo(markdown_table(points_table([verdict])))
-    click.echo(verdict.describe())
-    click.echo(f"verdict: {out_root / VERDICT_FILE}")
-    if verdict.basis == "refused":
-        raise UserError(f"{scenario.name}: {verdict.reason}")

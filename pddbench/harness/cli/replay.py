@@ -184,7 +184,7 @@ def replay(
     if workers < 1:
         raise UserError("--workers must be >= 1")
     from pddbench.harness.drive.locust import LocustSettings
-    from pddbench.harness.pipeline import replay_main
+    from pddbench.harness.jobs.replay import replay_main
 
     locust = None
     if engine == "locust":
@@ -220,6 +220,6 @@ def replay(
 
 def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
     """Continue the run with the trace and options its manifest records."""
-    from pddbench.harness.pipeline import resume_main
+    from pddbench.harness.jobs.replay import resume_main
 
     return resume_main(run_dir, emulate=not no_emulation, check_probes=not no_probe_check)

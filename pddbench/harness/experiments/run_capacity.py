@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pddbench.errors import UserError
-from pddbench.harness.capacity_run import VERDICT_FILE
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.experiments.model import Experiment, Measurement, RunContext, Value
 from pddbench.harness.experiments.run_replay import child, replay_trace
+from pddbench.harness.jobs.ladder import VERDICT_FILE
 from pddbench.harness.plan.ladder_verdict import LadderVerdict
 
 SYSTEMS = ("same-dc-pd", "pdd")

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pddbench import __version__
 from pddbench.errors import UserError, first_problem
 from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.rundir.folder import MANIFEST
+from pddbench.harness.rundir.folder import MANIFEST, RunPaths, new_run
 
 
 class RunStatus(StrEnum):
@@ -210,6 +210,41 @@ class RunManifest(BaseModel):
         except ValidationError as exc:
             loc, msg = first_problem(exc)
             raise UserError(f"{path}: {loc}: {msg}") from None
+
+
+class RunHead(BaseModel):
+    """What a run's manifest says before its replay starts: what is run, on what, how.
+
+    Only the fields given are written (a ``--target`` run has no emulation, a replay no
+    ladder point), as every run folder has always had it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario: dict[str, Any]
+    trace: dict[str, Any]
+    probe_check: bool | None = None
+    emulation: EmulationStatus | None = None
+    deployment: dict[str, Any] | None = None
+    links: list[Any] | None = None
+    load_scale: float | None = None
+    ladder_point: LadderPointInfo | None = None
+
+    def written(self, manifest: RunManifest) -> None:
+        """Set the given fields on ``manifest``."""
+        for key in self.model_fields_set:
+            setattr(manifest, key, getattr(self, key))
+
+
+def open_run(
+    out_root: str | Path, label: str, *, argv: list[str], head: RunHead
+) -> tuple[RunPaths, RunManifest]:
+    """A fresh run folder with its manifest's head saved (status ``running``): a run that
+    fails before its replay (deployment, probes) is recorded there."""
+    paths = new_run(out_root, label)
+    manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+    head.written(manifest)
+    manifest.save(paths.root)
+    return paths, manifest
 
 
 def _versions() -> dict[str, str]:

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -40,6 +41,7 @@ from pddbench.harness.drive.locust.job import (
 )
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
 from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
@@ -99,7 +101,7 @@ class LocustSettings:
     web_port: int = DEFAULT_WEB_PORT
     worker_timeout_s: float = 10.0
 
-    def run(
+    def drive(
         self,
         plan: ReplayPlan,
         options: ReplayOptions,
@@ -108,8 +110,14 @@ class LocustSettings:
         manifest: RunManifest,
         *,
         label: str = "",
+        metrics_urls: Mapping[str, str] | None = None,
+        resume: ResumePoint | None = None,
     ) -> ReplayOutcome:
-        """:func:`run_locust_replay` with these settings."""
+        """:func:`run_locust_replay` with these settings (the
+        :class:`~pddbench.harness.drive.backends.Backend` protocol; the instances'
+        ``/metrics`` are not scraped, and a resume is refused before it gets here)."""
+        if resume is not None:
+            raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
         return run_locust_replay(
             plan,
             options,

@@ -9,7 +9,9 @@ load scales found for their rate rungs, from the trace's planned schedule,
 each point (sending + draining) for the search's time budget. Measures each point from its records
 (:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
-``pddbench capacity`` and the main job's capacity step both call :func:`run_ladder`.
+``pddbench capacity`` (:mod:`pddbench.harness.jobs.capacity`) and the main job both call
+:func:`run_ladder`; each point is one :func:`~pddbench.harness.jobs.run_system.run_system`
+on the deployment the walk holds.
 After each point it waits for the servers to finish the point's work
 (:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
 ``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,19 +34,23 @@ from pddbench.harness.analysis.capacity import measure_point, scheduler_lost_s
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import SLA
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.deploy.systems import deploy, run_in_client_netns
-from pddbench.harness.drive.live import LiveView
-from pddbench.harness.drive.quiesce import wait_quiet
-from pddbench.harness.drive.replay import prepare, run_replay
-from pddbench.harness.drive.scrape import metrics_targets
+from pddbench.harness.deploy.systems import deploy
+from pddbench.harness.drive.backends import AsyncioBackend
+from pddbench.harness.drive.replay import prepare
+from pddbench.harness.jobs.run_system import (
+    Attached,
+    NewRun,
+    emulation_status,
+    fix_scale,
+    run_system,
+)
 from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
 from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
 from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
-from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
+from pddbench.harness.rundir.manifest import LadderPointInfo, RunHead
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
@@ -91,13 +96,7 @@ def run_ladder(
     schedule: Schedule | None = None,
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
-    from pddbench.netem.backend import backend_here
-
-    if emulate:  # an automatic scale is checked on this host first (deploy.scale_probe)
-        from pddbench.harness.deploy.scale_probe import probed
-
-        scenario = probed(scenario, backend_here(), echo=echo)
-    scenario = scenario.resolved(backend_here() if emulate else "nfqueue")  # scale recorded
+    scenario = fix_scale(scenario, emulate, echo)  # the scale is fixed and recorded
     base_speedup = options.selection.speedup
     search = LadderSearch(
         settings,
@@ -143,55 +142,45 @@ def run_ladder(
                 ),
             )
             plan = prepare(trace, opts)
-            paths = new_run(out_root, f"{scenario.name}-x{window.load:.3g}")
-            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
-            manifest.scenario = scenario.manifest()
-            manifest.trace = dict(
-                trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
-            )
-            manifest.deployment = dataclasses.asdict(info)
-            manifest.links = info.links
-            manifest.load_scale = window.load
-            manifest.ladder_point = point_info = LadderPointInfo(
-                index=window.index,
-                trace_start_s=window.trace_start_s,
-                trace_duration_s=window.trace_duration_s,
-                warmup_s=window.warmup_s,
-                point_s=window.measure_s,
-                request_limit_s=settings.request_limit_s,
-                redeployed=redeployed,
-            )
-            manifest.probe_check = check_probes
-            manifest.emulation = EmulationStatus(
-                applicable=scenario.network is not None,
-                emulated=emulate and scenario.network is not None,
-                reason="" if emulate else "--no-emulation",
-            )
-            outcome = run_in_client_netns(
-                client_ns,
-                functools.partial(
-                    run_replay,
-                    plan,
-                    opts,
-                    info.front_door,
-                    paths,
-                    manifest,
-                    live=LiveView(f"{scenario.name} x{window.load:.3g}"),
-                    metrics_urls=metrics_targets(info.instances),
+            label = f"{scenario.name}-x{window.load:.3g}"
+            head = RunHead(
+                scenario=scenario.manifest(),
+                trace=dict(
+                    trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
                 ),
+                deployment=dataclasses.asdict(info),
+                links=info.links,
+                load_scale=window.load,
+                ladder_point=LadderPointInfo(
+                    index=window.index,
+                    trace_start_s=window.trace_start_s,
+                    trace_duration_s=window.trace_duration_s,
+                    warmup_s=window.warmup_s,
+                    point_s=window.measure_s,
+                    request_limit_s=settings.request_limit_s,
+                    redeployed=redeployed,
+                ),
+                probe_check=check_probes,
+                emulation=emulation_status(scenario, emulate),
             )
-            if outcome.interrupted:
+            done = run_system(
+                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}"),
+                plan,
+                opts,
+                run=NewRun(out_root, label, argv, head),
+                backend=AsyncioBackend(),
+                settle_timeout_s=QUIESCE_TIMEOUT_S,
+            )
+            assert done is not None  # an attached system's failures propagate
+            if done.outcome.interrupted:
                 raise KeyboardInterrupt
             # the point's work must have finished on the servers, not only on the client
-            quiet = run_in_client_netns(
-                client_ns,
-                functools.partial(
-                    wait_quiet, info.front_door.rstrip("/") + "/metrics", QUIESCE_TIMEOUT_S
-                ),
-            )
+            quiet, manifest, paths = done.quiet, done.manifest, done.outcome.paths
+            assert quiet is not None and manifest.ladder_point is not None
             backlog = "" if quiet.quiet else quiet.describe()
             settle_s = quiet.waited_s if quiet.known else None
-            point_info.settle_s, point_info.backlog = settle_s, backlog
+            manifest.ladder_point.settle_s = settle_s
+            manifest.ladder_point.backlog = backlog
             manifest.save(paths.root)
             runs.append(paths.root)
             data = load_run(paths.root, token_times=False)

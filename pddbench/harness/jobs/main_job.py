@@ -1,7 +1,7 @@
 """The main job's verdict: ``pddbench replay --trace T`` with no selection on a long trace.
 
 Every system walks the same load ladder (:mod:`pddbench.harness.plan.ladder`, through
-:func:`~pddbench.harness.capacity_run.run_ladder`), starting from the trace's busiest
+:func:`~pddbench.harness.jobs.ladder.run_ladder`), starting from the trace's busiest
 hour. Its first point is the same trace window at the same load for every system: the
 **common offered load** at which latency is compared. The walk then gives SLA goodput at
 capacity with its interval; with the cost derived from the deployment, BCR = capacity
@@ -25,8 +25,9 @@ from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.capacity_run import VERDICT_FILE, ladder_origin, run_ladder, trace_schedule
-from pddbench.harness.config.scenario import load_scenario
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.jobs.ladder import VERDICT_FILE, ladder_origin, run_ladder, trace_schedule
+from pddbench.harness.jobs.run_system import scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
 from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
@@ -76,7 +77,7 @@ def plan_text(
 
 
 def main_verdict(
-    scenarios: tuple[str, ...],
+    scenarios: list[Scenario],
     *,
     trace: Trace,
     options: ReplayOptions,
@@ -99,12 +100,9 @@ def main_verdict(
     )
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
-    for name in scenarios:
-        scenario = load_scenario(name)
+    for scenario in scenarios:
         declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
         sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
-        from pddbench.harness.pipeline import scenario_options  # the pipeline imports us
-
         try:
             ladder, runs = run_ladder(
                 scenario,

@@ -1,39 +1,41 @@
-"""The body of ``pddbench replay``: trace → plan → (deploy →) replay → finalise → compare.
+"""The replay job (``pddbench replay``): trace → plan → each system run → compare.
 
-Kept apart from the click declarations so it can be called from tests and from other
-commands (capacity search, nightly) with the same semantics.
+Reads and checks the inputs, plans the replay once, runs every system through
+:func:`~pddbench.harness.jobs.run_system.run_system` (scenarios in turn, or one
+``--target``), resumes an interrupted run in its own folder, prints the comparison and
+decides the exit status. A long trace with no selection is the main job
+(:mod:`pddbench.harness.jobs.main_job`). Nightly replays through :func:`replay_scenarios`.
+Must not deploy or drive anything itself (``run_system`` does).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import click
 
 from pddbench.errors import TraceError, UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
-from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.deploy.systems import deploy, emulation_problem, run_in_client_netns
-from pddbench.harness.drive.client import ApiKind
-from pddbench.harness.drive.live import LiveView
+from pddbench.harness.drive.backends import AsyncioBackend, Backend
 from pddbench.harness.drive.locust import LocustSettings
-from pddbench.harness.drive.replay import (
-    ReplayOptions,
-    ReplayOutcome,
-    ReplayPlan,
-    check_prompts,
-    prepare,
-    prepare_theoretical,
-    run_replay,
-)
-from pddbench.harness.drive.scrape import metrics_targets
+from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare
 from pddbench.harness.engines.requirements import check_runnable
+from pddbench.harness.jobs.run_system import (
+    Attached,
+    NewRun,
+    OpenRun,
+    SystemRun,
+    emulation_status,
+    fix_scale,
+    preflight,
+    require_emulation,
+    run_system,
+)
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.report.summary import print_comparison
-from pddbench.harness.rundir.folder import RunPaths, check_out_root, file_digest, new_run
-from pddbench.harness.rundir.manifest import RunManifest, RunStatus
+from pddbench.harness.rundir.folder import RunPaths, file_digest
+from pddbench.harness.rundir.manifest import RunHead, RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
 from pddbench.workloads.traceio import Trace, read_trace
 
@@ -127,12 +129,13 @@ def replay_main(
     """Run the replays; returns the exit status (``locust``: use the Locust engine).
 
     A long trace with no selection option is the main job: every system walks the shared
-    load ladder and the run ends with the verdict (:mod:`pddbench.harness.main_job`).
+    load ladder and the run ends with the verdict (:mod:`pddbench.harness.jobs.main_job`).
 
     130 when interrupted; 1 when a scenario could not be deployed, when a run has no
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
+    systems = [] if target is not None else [load_scenario(n) for n in scenarios]
     if target is None:  # before the trace is read: refuse in one line, first
-        require_emulation([load_scenario(n) for n in scenarios], emulate)
+        require_emulation(systems, emulate)
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
     if default_note:
@@ -142,20 +145,16 @@ def replay_main(
         raise UserError(
             "the selection keeps no request (check --window / --sample / --max-requests)"
         )
+    if target is not None and scenarios:
+        raise UserError("--target drives an existing endpoint: give no --scenario with it")
     # everything the user gave is checked before a run folder exists or a server starts
-    check_out_root(out_root)
-    if target is not None:
-        if scenarios:
-            raise UserError("--target drives an existing endpoint: give no --scenario with it")
-        check_prompts(plan, options)
-    else:
-        ready_scenarios(scenarios, plan, options)
+    preflight(systems, plan, options, out_root=out_root, emulate=emulate)
     if default_note and target is None and locust is None:
-        from pddbench.harness.main_job import main_verdict
+        from pddbench.harness.jobs.main_job import main_verdict
 
         try:
             return main_verdict(
-                scenarios,
+                systems,
                 trace=trace,
                 options=options,
                 out_root=out_root,
@@ -169,29 +168,26 @@ def replay_main(
             return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
-    runs: list[RunPaths] = []
-    interrupted = False
+    backend: Backend = locust or AsyncioBackend()
     if target is not None:
-        paths = new_run(out_root, label or "target")
-        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
-        manifest.scenario = {
-            "name": label or "target",
-            "deployment": "external",
-            "target": target,
-            "emulation": None,
-        }
-        manifest.trace = trace_info
-        if locust is not None:
-            outcome = locust.run(plan, options, target, paths, manifest, label=label or "target")
-        else:
-            outcome = run_replay(
-                plan, options, target, paths, manifest, live=LiveView(label or "target")
-            )
-        runs.append(outcome.paths)
-        interrupted = outcome.interrupted
+        name = label or "target"
+        head = RunHead(
+            scenario={"name": name, "deployment": "external", "target": target, "emulation": None},
+            trace=trace_info,
+        )
+        done = run_system(
+            Attached(target, name),
+            plan,
+            options,
+            run=NewRun(out_root, name, argv, head),
+            backend=backend,
+        )
+        assert done is not None  # an attached system's failures propagate
+        runs = [done.outcome.paths]
+        interrupted = done.outcome.interrupted
     else:
         runs, interrupted, failed = replay_scenarios(
-            scenarios,
+            systems,
             plan=plan,
             options=options,
             out_root=out_root,
@@ -199,7 +195,7 @@ def replay_main(
             trace_info=trace_info,
             emulate=emulate,
             check_probes=check_probes,
-            locust=locust,
+            backend=backend,
         )
         if failed and not interrupted:
             print_comparison(runs, html=report)
@@ -244,28 +240,26 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
     scenario_data = manifest.scenario
     if not scenario_data:
         raise UserError(f"{run_dir}: the manifest has no scenario")
+    system: Scenario | Attached
     if scenario_data.get("deployment") == "external":
-        target = str(scenario_data["target"])
-        outcome: ReplayOutcome | None = run_replay(
-            plan, options, target, paths, manifest, live=LiveView(paths.run_id), resume=point
-        )
+        system = Attached(str(scenario_data["target"]), paths.run_id)
     else:
-        scenario = Scenario.model_validate(scenario_data)
-        check_runnable(scenario.name, scenario.requires)
-        outcome = replay_one(
-            scenario,
-            paths,
-            manifest,
-            plan=plan,
-            options=options,
-            emulate=emulate and not _recorded_unemulated(manifest),
-            check_probes=check_probes,
-            resume=point,
-        )
-    if outcome is None:
+        system = Scenario.model_validate(scenario_data)
+        check_runnable(system.name, system.requires)
+    done = run_system(
+        system,
+        plan,
+        options,
+        run=OpenRun(paths, manifest),
+        backend=AsyncioBackend(),
+        emulate=emulate and not _recorded_unemulated(manifest),
+        check_probes=check_probes,
+        resume=point,
+    )
+    if done is None:
         return 1
-    print_comparison([outcome.paths])
-    return EXIT_INTERRUPTED if outcome.interrupted else 0
+    print_comparison([done.outcome.paths])
+    return EXIT_INTERRUPTED if done.outcome.interrupted else 0
 
 
 def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOptions, Path]:
@@ -291,52 +285,8 @@ def _recorded_unemulated(manifest: RunManifest) -> bool:
     return manifest.emulation_fallback is not None or (status is not None and status.missing)
 
 
-def scenario_options(options: ReplayOptions, scenario: Scenario) -> ReplayOptions:
-    """The replay options with what the scenario says about its client and servers."""
-    client = scenario.client
-    api = dataclasses.replace(
-        options.api,
-        kind=ApiKind(client.api),
-        model=options.api.model or client.model,
-        path=options.api.path or client.path,
-    )
-    return dataclasses.replace(
-        options,
-        api=api,
-        vocab_size=client.vocab_size,
-        first_token_id=client.first_token_id,
-        cache_block_size=client.cache_block_size,
-        integrity_seed=scenario.integrity_seed,
-    )
-
-
-def ready_scenarios(
-    names: tuple[str, ...], plan: ReplayPlan, options: ReplayOptions
-) -> list[Scenario]:
-    """Every scenario loaded, validated and checked runnable with this plan, before any
-    is deployed (one line naming the problem otherwise)."""
-    scenarios = [load_scenario(n) for n in names]
-    for s in scenarios:
-        check_runnable(s.name, s.requires)
-        check_prompts(plan, scenario_options(options, s))
-    return scenarios
-
-
-def require_emulation(scenarios: list[Scenario], emulate: bool) -> None:
-    """Refuse (exit 2, one line) when a scenario has WAN links this machine cannot emulate:
-    a loopback run would pass for a WAN result. ``--no-emulation`` (emulate=False) is the
-    user saying so; those runs are labelled (``EmulationStatus``)."""
-    if emulate and any(s.network is not None for s in scenarios):
-        problem = emulation_problem()
-        if problem is not None:
-            raise UserError(
-                f"cannot emulate the WAN: {problem}; or pass --no-emulation to run on"
-                " loopback (the results are then labelled WAN NOT EMULATED)"
-            )
-
-
 def replay_scenarios(
-    names: tuple[str, ...],
+    scenarios: list[Scenario],
     *,
     plan: ReplayPlan,
     options: ReplayOptions,
@@ -345,107 +295,33 @@ def replay_scenarios(
     trace_info: dict[str, object],
     emulate: bool,
     check_probes: bool,
-    locust: LocustSettings | None = None,
+    backend: Backend,
 ) -> tuple[list[RunPaths], bool, int]:
-    """Deploy each scenario in turn and replay the same plan; (runs, interrupted, failed)."""
-    scenarios = ready_scenarios(names, plan, options)
-    require_emulation(scenarios, emulate)
-    from pddbench.netem.backend import backend_here
-
-    backend = backend_here() if emulate else "nfqueue"
-    if emulate:  # an automatic scale is checked on this host first (deploy.scale_probe)
-        from pddbench.harness.deploy.scale_probe import probed
-
-        say = lambda line: click.echo(line, err=True)  # noqa: E731
-        scenarios = [probed(s, backend, echo=say) for s in scenarios]
-    scenarios = [s.resolved(backend) for s in scenarios]  # the scale is fixed and recorded
+    """Deploy each scenario in turn and replay the same plan, each into its own run
+    folder (inputs past :func:`preflight`); (runs, interrupted, failed)."""
+    resolved = [fix_scale(s, emulate) for s in scenarios]  # the scale is fixed and recorded
     runs: list[RunPaths] = []
     failed = 0
-    for scenario in scenarios:
-        paths = new_run(out_root, scenario.name)
-        manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
-        manifest.scenario = scenario.manifest()
-        manifest.trace = trace_info
-        manifest.probe_check = check_probes
-        manifest.emulation = EmulationStatus(
-            applicable=scenario.network is not None,
-            emulated=emulate and scenario.network is not None,
-            reason="" if emulate else "--no-emulation",
+    for scenario in resolved:
+        head = RunHead(
+            scenario=scenario.manifest(),
+            trace=trace_info,
+            probe_check=check_probes,
+            emulation=emulation_status(scenario, emulate),
         )
-        manifest.save(paths.root)
-        outcome = replay_one(
+        done: SystemRun | None = run_system(
             scenario,
-            paths,
-            manifest,
-            plan=plan,
-            options=options,
+            plan,
+            options,
+            run=NewRun(out_root, scenario.name, argv, head),
+            backend=backend,
             emulate=emulate,
             check_probes=check_probes,
-            locust=locust,
         )
-        if outcome is None:
+        if done is None:
             failed += 1
             continue
-        runs.append(outcome.paths)
-        if outcome.interrupted:
+        runs.append(done.outcome.paths)
+        if done.outcome.interrupted:
             return runs, True, failed
     return runs, False, failed
-
-
-def replay_one(
-    scenario: Scenario,
-    paths: RunPaths,
-    manifest: RunManifest,
-    *,
-    plan: ReplayPlan,
-    options: ReplayOptions,
-    emulate: bool,
-    check_probes: bool,
-    locust: LocustSettings | None = None,
-    resume: ResumePoint | None = None,
-) -> ReplayOutcome | None:
-    """Deploy one scenario, replay ``plan`` into ``paths``, tear down; None when it failed
-    (the failure is recorded in the manifest). Ctrl-C during deployment is an interrupted
-    outcome."""
-    opts = scenario_options(options, scenario)
-    run_plan = plan
-    if opts.cache_block_size != options.cache_block_size:
-        run_plan = prepare_theoretical(plan, opts)
-    click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
-    try:
-        with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
-            info,
-            client_ns,
-        ):
-            manifest.deployment = dataclasses.asdict(info)
-            manifest.links = info.links
-
-            def drive() -> ReplayOutcome:
-                if locust is not None:  # master and workers start inside the namespace
-                    return locust.run(
-                        run_plan, opts, info.front_door, paths, manifest, label=scenario.name
-                    )
-                return run_replay(
-                    run_plan,
-                    opts,
-                    info.front_door,
-                    paths,
-                    manifest,
-                    live=LiveView(scenario.name),
-                    metrics_urls=metrics_targets(info.instances),
-                    resume=resume,
-                )
-
-            return run_in_client_netns(client_ns, drive)
-    except KeyboardInterrupt:
-        _record_failure(paths, manifest, "interrupted during deployment", RunStatus.INTERRUPTED)
-        return ReplayOutcome(paths, 0, True, 0)
-    except UserError as exc:
-        click.echo(f"pddbench: {scenario.name}: {exc}", err=True)
-        _record_failure(paths, manifest, str(exc), RunStatus.FAILED)
-        return None
-
-
-def _record_failure(paths: RunPaths, manifest: RunManifest, error: str, status: RunStatus) -> None:
-    manifest.fail(status, error)
-    manifest.save(paths.root)
