@@ -186,9 +186,9 @@ def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions
 
 
 def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still_meet() -> None:
-    from pddbench.harness.analysis.capacity import measure_point
     from pddbench.harness.analysis.recordset import RecordSet
     from pddbench.harness.analysis.sla import SLA
+    from pddbench.harness.jobs.ladder import measure_point
     from tests.analysis.runs import rows_table
 
     settings = LadderSettings(point_s=50.0, warmup_s=10.0, request_limit_s=60.0)

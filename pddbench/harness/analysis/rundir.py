@@ -35,8 +35,8 @@ from pddbench.harness.analysis.recordset import (
     RecordSet,
 )
 from pddbench.harness.analysis.sla import SLA, sla_from_mapping
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.ladder import LadderVerdict, read_verdict
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import REQUIRED_COLUMNS, latency_columns
 
@@ -146,15 +146,6 @@ def read_capacity(path: Path) -> CapacityCurve:
     if verdict is not None:
         return curve_from_verdict(verdict)
     return _read_model(path, CapacityCurve)
-
-
-def read_verdict(path: Path) -> LadderVerdict | None:
-    """The ladder verdict in a capacity file (``None`` for an older curve file)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    return _read_model(path, LadderVerdict, text) if '"basis"' in text else None
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -41,7 +41,7 @@ from pddbench.harness.analysis.series import (
 from pddbench.harness.analysis.server import ServerCounters, server_counters
 from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import RunManifest
 
 

@@ -18,7 +18,7 @@ import click
 from pddbench.errors import UserError
 from pddbench.harness.analysis.sla import sla_from_mapping, with_overrides
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.jobs.ladder import VERDICT_FILE, run_ladder
+from pddbench.harness.jobs.ladder import run_ladder
 from pddbench.harness.jobs.main_job import points_table
 from pddbench.harness.jobs.replay import load_trace, trace_manifest
 from pddbench.harness.jobs.run_system import preflight, scenario_options
@@ -80,9 +80,9 @@ def capacity_job(
         )
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
-    (out_root / VERDICT_FILE).write_text(verdict.model_dump_json(indent=2))
+    written = verdict.save(out_root)
     click.echo(markdown_table(points_table([verdict])))
     click.echo(verdict.describe())
-    click.echo(f"verdict: {out_root / VERDICT_FILE}")
+    click.echo(f"verdict: {written}")
     if verdict.basis == "refused":
         raise UserError(f"{scenario.name}: {verdict.reason}")

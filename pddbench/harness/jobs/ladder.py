@@ -7,7 +7,7 @@ warm-up plus the measured time the search chose (powered points are sized, and t
 load scales found for their rate rungs, from the trace's planned schedule,
 :func:`trace_schedule`: the same for every system). Times
 each point (sending + draining) for the search's time budget. Measures each point from its records
-(:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
+(:func:`measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
 ``pddbench capacity`` (:mod:`pddbench.harness.jobs.capacity`) and the main job both call
 :func:`run_ladder`; each point is one :func:`~pddbench.harness.jobs.run_system.run_system`
@@ -29,10 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import numpy as np
 
-from pddbench.harness.analysis.capacity import measure_point, scheduler_lost_s
+from pddbench.harness.analysis.capacity import scheduler_lost_s
+from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.analysis.sla import SLA, check
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.systems import deploy
 from pddbench.harness.drive.backends import AsyncioBackend
@@ -44,17 +46,22 @@ from pddbench.harness.jobs.run_system import (
     fix_scale,
     run_system,
 )
-from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
-from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.plan.ladder import (
+    LadderSearch,
+    PointHealth,
+    PointMeasure,
+    wilson,
+    window_selection,
+)
+from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
+from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunHead
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
-VERDICT_FILE = "capacity.json"
 # How long the servers may take to finish a point's work after its last answer
 QUIESCE_TIMEOUT_S = 30.0
 
@@ -78,6 +85,58 @@ def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
         return index.offsets(start_s, base * load, send_s * base * load, send_s)
 
     return offsets
+
+
+def measure_point(
+    records: RecordSet,
+    sla: SLA,
+    window: PointWindow,
+    settings: LadderSettings,
+    *,
+    lost_s: float = 0.0,
+    emulated: bool,
+    probes_on: bool,
+) -> PointMeasure:
+    """One ladder point's figures: requests intended in ``[warmup, warmup + measured)``
+    (the window's own measured time: powered points differ in length)."""
+    n = records.num
+    intended = n["intended_send_s"]
+    start, end = window.warmup_s, window.send_s
+    sent = records.sent
+    in_window = sent & (intended >= start) & (intended < end)
+    warm = sent & (intended < start)
+    sc = check(sla, records)
+    bound = sla.e2e_bound(n["expected_output_tokens"])
+    could_still_meet = (
+        np.ones(records.n, dtype=bool)
+        if bound is None
+        else np.asarray(bound >= settings.request_limit_s) & np.ones(records.n, dtype=bool)
+    )
+    censored = in_window & records.cat["status"].equals("timeout") & could_still_meet
+    measured = in_window & ~censored
+    lag = records.schedule_lag_s[measured]
+    lag = lag[np.isfinite(lag)]
+    count = int(measured.sum())
+    return PointMeasure(
+        window=window,
+        requests=count,
+        met=int((sc.met & measured).sum()),
+        met_by={
+            "ttft": int((sc.ttft_ok & measured).sum()),
+            "tpot": int((sc.tpot_ok & measured).sum()),
+            "e2e": int((sc.e2e_ok & measured).sum()),
+        },
+        warmup_excluded=int(warm.sum()),
+        censored=int(censored.sum()),
+        measured_s=window.measure_s,
+        offered_rps=count / window.measure_s,
+        health=PointHealth(
+            schedule_lag_p99_s=float(np.percentile(lag, 99)) if lag.size else None,
+            scheduler_lost_s=lost_s,
+            emulated=emulated,
+            probes_on=probes_on,
+        ),
+    )
 
 
 def run_ladder(
@@ -215,8 +274,7 @@ def run_ladder(
                 + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
     verdict = search.verdict(scenario.name)
-    text = verdict.model_dump_json(indent=2)
     for folder in (runs[-1] if runs else deploy_dir.root, deploy_dir.root):
-        (Path(folder) / VERDICT_FILE).write_text(text)
+        verdict.save(folder)
     echo(f"pddbench: {verdict.describe()}")
     return verdict, runs

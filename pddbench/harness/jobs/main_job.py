@@ -26,17 +26,17 @@ from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.jobs.ladder import VERDICT_FILE, ladder_origin, run_ladder, trace_schedule
+from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
 from pddbench.harness.jobs.run_system import scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
-from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
 from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
 from pddbench.workloads.traceio import Trace
 
 # The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
@@ -131,7 +131,7 @@ def main_verdict(
             continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
-            (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
+            ladder.save(first.root)
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
