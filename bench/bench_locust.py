@@ -39,10 +39,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pddbench.harness.config.replay import ApiConfig, ReplayOptions  # noqa: E402
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig  # noqa: E402
-from pddbench.harness.drive.client import ApiConfig  # noqa: E402
 from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
+from pddbench.harness.drive.replay import ReplayPlan, prepare, prompt_function  # noqa: E402
 from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
 from pddbench.harness.rundir.folder import new_run  # noqa: E402
 from pddbench.harness.rundir.manifest import RunManifest  # noqa: E402

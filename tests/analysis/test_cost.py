@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import (
+from pddbench.harness.config.cost import (
     CostModel,
     bcr,
     cost_from_mapping,
@@ -68,7 +68,7 @@ def test_cost_model_validation() -> None:
 
 
 # -- cost derived from the deployment ------------------------------------------------------
-from pddbench.harness.analysis.cost import (  # noqa: E402
+from pddbench.harness.config.cost import (  # noqa: E402
     Chips,
     CostSettings,
     derive_cost,

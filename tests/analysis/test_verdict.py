@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.synthetic import SynthRun
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
+from pddbench.harness.config.cost import CostModel
 from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.report.markdown import _table as markdown_table

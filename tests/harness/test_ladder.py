@@ -138,8 +138,9 @@ def test_progress_has_an_eta() -> None:
 def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions() -> None:
     import numpy as np
 
+    from pddbench.harness.config.replay import Selection
     from pddbench.harness.plan.ladder import window_selection
-    from pddbench.harness.plan.sessions import Selection, plan_requests, task_groups
+    from pddbench.harness.plan.sessions import plan_requests, task_groups
     from pddbench.workloads.schema import Col
     from pddbench.workloads.synth import SynthOptions, synthesise
     from pddbench.workloads.synth_profile import load_profile
@@ -187,7 +188,7 @@ def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions
 
 def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still_meet() -> None:
     from pddbench.harness.analysis.recordset import RecordSet
-    from pddbench.harness.analysis.sla import SLA
+    from pddbench.harness.config.sla import SLA
     from pddbench.harness.jobs.ladder import measure_point
     from tests.analysis.runs import rows_table
 

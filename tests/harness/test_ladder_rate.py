@@ -10,11 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, PointWindow, Schedule
 from pddbench.harness.plan.ladder_rate import plan_point, scale_for_rate
 from pddbench.harness.plan.schedule_index import ScheduleIndex
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 
 BASE = 10.0
 LADDER = dataclasses.replace(DEFAULT_LADDER, time_budget_s=None)  # x4 ... x32, powered

@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.harness.drive.client import ApiConfig
+from pddbench.harness.config.replay import ApiConfig, ReplayOptions
 from pddbench.harness.drive.locust import run_locust_replay
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, run_replay
+from pddbench.harness.drive.replay import ReplayPlan, prepare, run_replay
 from pddbench.harness.rundir.folder import RunPaths, new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import build_table, read_trace, write_trace
@@ -267,7 +267,8 @@ _RUN_SCRIPT = """
 import sys
 from pathlib import Path
 from pddbench.harness.drive.locust import run_locust_replay
-from pddbench.harness.drive.replay import ReplayOptions, prepare
+from pddbench.harness.drive.replay import prepare
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import read_trace

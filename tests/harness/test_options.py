@@ -17,7 +17,7 @@ from pddbench.harness.cli.options import (
 )
 from pddbench.harness.cli.replay import replay
 from pddbench.harness.config.nightly import ReplaySettings
-from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.config.replay import ReplayOptions
 
 NON_DEFAULT: dict[str, Any] = {
     "window": "1m/2m",

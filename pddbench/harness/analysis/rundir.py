@@ -27,14 +27,14 @@ from pydantic import BaseModel, ValidationError
 
 from pddbench.errors import UserError, first_problem
 from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
-from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
     NUMERIC_COLUMNS,
     TOKEN_TIMES,
     RecordSet,
 )
-from pddbench.harness.analysis.sla import SLA, sla_from_mapping
+from pddbench.harness.config.cost import CostModel, cost_from_mapping
+from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.ladder import LadderVerdict, read_verdict
 from pddbench.harness.rundir.manifest import RunManifest

@@ -19,8 +19,8 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.sla import parse_sla_overrides
 from pddbench.harness.cli.options import build_options, parse_duration, selection_options
+from pddbench.harness.config.sla import parse_sla_overrides
 from pddbench.harness.jobs.capacity import capacity_job
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
 

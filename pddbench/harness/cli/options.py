@@ -18,10 +18,14 @@ from typing import Any
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.drive.client import ApiConfig, ApiKind
-from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.player import OnError, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.config.replay import (
+    ApiConfig,
+    ApiKind,
+    OnError,
+    ReplayOptions,
+    Selection,
+    ThinkPolicy,
+)
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}

@@ -43,8 +43,8 @@ from pydantic import (
 )
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import Chips, CostModel, CostSettings, derive_cost
-from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.config.cost import Chips, CostModel, CostSettings, derive_cost
+from pddbench.harness.config.sla import SLA
 from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
 from pddbench.servers import profiles
 from pddbench.servers.config import DeploymentConfig, deployment_table, error_lines

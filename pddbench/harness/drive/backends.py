@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, run_replay
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest

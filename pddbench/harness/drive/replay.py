@@ -26,12 +26,12 @@ import pyarrow as pa
 
 from pddbench.aioloop import loop_runner
 from pddbench.errors import UserError
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.drive.stream_records import skipped_record
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
 from pddbench.harness.plan.sessions import plan_requests

@@ -16,15 +16,15 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.sla import sla_from_mapping, with_overrides
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import load_scenario
+from pddbench.harness.config.sla import sla_from_mapping, with_overrides
 from pddbench.harness.jobs.ladder import run_ladder
 from pddbench.harness.jobs.main_job import points_table
 from pddbench.harness.jobs.replay import load_trace, trace_manifest
 from pddbench.harness.jobs.run_system import preflight, scenario_options
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.ladder_points import LadderSettings
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 
 

@@ -34,8 +34,10 @@ import numpy as np
 from pddbench.harness.analysis.capacity import scheduler_lost_s
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import SLA, check
+from pddbench.harness.analysis.sla import check
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.config.sla import SLA
 from pddbench.harness.deploy.systems import deploy
 from pddbench.harness.drive.backends import AsyncioBackend
 from pddbench.harness.drive.replay import prepare
@@ -54,7 +56,6 @@ from pddbench.harness.plan.ladder import (
     window_selection,
 )
 from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.ladder import LadderVerdict

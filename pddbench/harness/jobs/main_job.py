@@ -22,15 +22,15 @@ import click
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.config.sla import sla_from_mapping
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
 from pddbench.harness.jobs.run_system import scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell

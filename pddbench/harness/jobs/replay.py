@@ -15,10 +15,11 @@ from pathlib import Path
 import click
 
 from pddbench.errors import TraceError, UserError
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario, load_scenario
 from pddbench.harness.drive.backends import AsyncioBackend, Backend
 from pddbench.harness.drive.locust import LocustSettings
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare
+from pddbench.harness.drive.replay import ReplayPlan, prepare
 from pddbench.harness.engines.requirements import check_runnable
 from pddbench.harness.jobs.run_system import (
     Attached,

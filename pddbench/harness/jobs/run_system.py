@@ -25,11 +25,10 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
+from pddbench.harness.config.replay import ApiKind, ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.deploy.emulation import EmulationStatus
 from pddbench.harness.deploy.systems import DeploymentInfo, deploy, emulation_problem
 from pddbench.harness.drive.backends import Backend
-from pddbench.harness.drive.client import ApiKind
 from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.drive.quiesce import Quiet, wait_quiet
 from pddbench.harness.drive.replay import (
@@ -40,8 +39,8 @@ from pddbench.harness.drive.replay import (
 )
 from pddbench.harness.drive.scrape import metrics_targets
 from pddbench.harness.engines.requirements import check_runnable
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.resume import ResumePoint
+from pddbench.harness.rundir.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import RunPaths, check_out_root
 from pddbench.harness.rundir.manifest import RunHead, RunManifest, RunStatus, open_run
 

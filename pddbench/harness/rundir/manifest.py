@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench import __version__
 from pddbench.errors import UserError, first_problem
-from pddbench.harness.deploy.emulation import EmulationStatus
+from pddbench.harness.rundir.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import MANIFEST, RunPaths, new_run
 
 

@@ -32,6 +32,7 @@ from typing import IO
 import pyarrow.parquet as pq
 
 from pddbench.errors import UserError
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
@@ -40,7 +41,6 @@ from pddbench.harness.drive.locust.job import (
     write_plan,
 )
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
