@@ -4,7 +4,8 @@ functions, read with ``ast``).
 - no circle inside ``pddbench.harness``;
 - ``pddbench.netem`` (the network layer below the harness) imports nothing of the harness;
 - the judge half, ``harness.analysis``, imports nothing from the run half's ``plan``,
-  ``drive`` or ``deploy``.
+  ``drive`` or ``deploy``;
+- ``harness.config`` imports nothing else of the harness, ``harness.rundir`` only config.
 """
 
 from __future__ import annotations
@@ -126,5 +127,20 @@ def test_analysis_imports_nothing_of_the_run_half() -> None:
         if _under(n, f"{HARNESS}.analysis")
         for m in deps
         if any(_under(m, p) for p in run_half)
+    )
+    assert up == []
+
+
+def test_config_is_the_ground_floor_and_rundir_stands_on_it() -> None:
+    # config/ (what a user sets) imports nothing else of the harness; rundir/ (the run
+    # folder contract between the run half and the judge half) only config/
+    allowed = {"config": ("config",), "rundir": ("config", "rundir")}
+    up = sorted(
+        f"{n} -> {m}"
+        for floor, below in allowed.items()
+        for n, deps in GRAPH.items()
+        if _under(n, f"{HARNESS}.{floor}")
+        for m in deps
+        if _under(m, HARNESS) and not any(_under(m, f"{HARNESS}.{b}") for b in below)
     )
     assert up == []
