@@ -156,7 +156,8 @@ def locust_run(
     with MachineBusy() as busy:
         run_locust_replay(plan, options, url, paths, manifest, workers=workers)
     s1 = server.cpu_times()
-    m = RunManifest.load(paths.root).locust or {}
+    result = RunManifest.load(paths.root).locust
+    m = result.model_dump() if result is not None else {}
     df = pq.read_table(paths.requests).to_pandas()
     ok = df[df.status == "ok"]
     lag = (df.actual_send_s - df.intended_send_s).to_numpy()

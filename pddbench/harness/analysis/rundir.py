@@ -33,7 +33,7 @@ from pddbench.harness.analysis.recordset import (
     TOKEN_TIMES,
     RecordSet,
 )
-from pddbench.harness.config.cost import CostModel, cost_from_mapping
+from pddbench.harness.config.cost import CostModel
 from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.ladder import LadderVerdict, read_verdict
@@ -67,13 +67,12 @@ class RunData:
 
     def cost(self) -> CostModel | None:
         """The scenario's cost model, or None when it declares none (absent or empty)."""
-        data = self.manifest.scenario.get("cost") or None
-        return cost_from_mapping(data, where=str(RunPaths(self.path).manifest))
+        return self.manifest.scenario.cost
 
 
 def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
     """The SLA declared in a manifest's scenario (None when absent or an empty table)."""
-    data = manifest.scenario.get("sla") or None
+    data = manifest.scenario.sla or None
     return None if data is None else sla_from_mapping(data, where=str(where))
 
 

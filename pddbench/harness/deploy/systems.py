@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -38,6 +38,7 @@ from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.lifeline import Lifeline, child_setup
 from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.sections import DeploymentInfo
 
 REFERENCE_PORT = 8000
 T = TypeVar("T")
@@ -53,18 +54,6 @@ class Instance:
     url: str | None = None  # base URL, when known
     health_path: str = "/health"
     startup_timeout_s: float = 60.0
-
-
-@dataclass
-class DeploymentInfo:
-    """What the manifest records about a deployment."""
-
-    mode: str  # "emulated" | "loopback"
-    front_door: str = ""
-    instances: dict[str, str] = field(default_factory=dict)  # name -> URL
-    topology: dict[str, Any] | None = None
-    links: list[dict[str, Any]] = field(default_factory=list)
-    prewarmed: list[dict[str, Any]] = field(default_factory=list)  # KV peer connections
 
 
 def log_tail(path: Path, lines: int = 8) -> str:

@@ -43,6 +43,7 @@ from pddbench.harness.rundir.manifest import (
     ServerMetricsInfo,
 )
 from pddbench.harness.rundir.records import Journal, finalize_journal
+from pddbench.harness.rundir.sections import ReplaySection
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
 from pddbench.workloads.materialize import Materializer
@@ -280,10 +281,10 @@ async def _execute(
     return engine.stats.errors, interrupted
 
 
-def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
-    """The manifest's ``replay`` entry: the target, the options (``ReplayOptions.to_json``,
-    what ``--resume`` reads back) and the plan (every backend writes the same keys)."""
-    return {"target": base_url, **options.to_json(), "plan": plan.selection_note}
+def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> ReplaySection:
+    """The manifest's ``replay`` entry: the target, the options (what ``--resume`` reads
+    back) and the plan (every backend writes these; Locust adds its own)."""
+    return ReplaySection(target=base_url, options=options, plan=plan.selection_note)
 
 
 def run_event_loop(coro: Coroutine[object, object, T], manifest: RunManifest) -> T:

@@ -60,6 +60,7 @@ from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunHead
+from pddbench.harness.rundir.sections import ScenarioSection, TraceInfo
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
@@ -149,7 +150,7 @@ def run_ladder(
     *,
     out_root: Path,
     argv: list[str],
-    trace_info: dict[str, object],
+    trace_info: TraceInfo,
     emulate: bool,
     check_probes: bool = True,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
@@ -204,11 +205,14 @@ def run_ladder(
             plan = prepare(trace, opts)
             label = f"{scenario.name}-x{window.load:.3g}"
             head = RunHead(
-                scenario=scenario.manifest(),
-                trace=dict(
-                    trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
+                scenario=ScenarioSection.model_validate(scenario.manifest()),
+                trace=trace_info.model_copy(
+                    update={
+                        "replayed": plan.selection_note,
+                        "replayed_requests": len(plan.requests),
+                    }
                 ),
-                deployment=dataclasses.asdict(info),
+                deployment=info.recorded(),
                 links=info.links,
                 load_scale=window.load,
                 ladder_point=LadderPointInfo(

@@ -37,6 +37,7 @@ from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
+from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
 # The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
@@ -83,7 +84,7 @@ def main_verdict(
     options: ReplayOptions,
     out_root: Path,
     argv: list[str],
-    trace_info: dict[str, object],
+    trace_info: TraceInfo,
     emulate: bool,
     check_probes: bool,
     quick: bool = False,

@@ -88,7 +88,7 @@ def nightly_job(cfg: NightlyConfig, config_path: Path, out_dir: Path, argv: list
                     options=options,
                     out_root=out_dir,
                     argv=argv,
-                    trace_info={**info, "repeat": repeat},
+                    trace_info=info.model_copy(update={"repeat": repeat}),
                     emulate=cfg.emulate,
                     check_probes=True,
                     backend=AsyncioBackend(),

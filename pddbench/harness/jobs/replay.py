@@ -38,6 +38,7 @@ from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.rundir.folder import RunPaths, file_digest
 from pddbench.harness.rundir.manifest import RunHead, RunManifest, RunStatus
 from pddbench.harness.rundir.records import read_journal
+from pddbench.harness.rundir.sections import ScenarioSection, TraceInfo
 from pddbench.workloads.traceio import Trace, read_trace
 
 EXIT_INTERRUPTED = 130
@@ -97,18 +98,20 @@ def load_trace(path: Path) -> Trace:
         raise TraceError(f"{path}: cannot read trace ({type(exc).__name__}: {exc})") from None
 
 
-def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan | None) -> dict[str, object]:
+def trace_manifest(trace: Trace, path: Path, plan: ReplayPlan | None) -> TraceInfo:
     """The trace's manifest entry (without a plan: less what each run's plan replayed)."""
-    info: dict[str, object] = {
-        "path": str(path),
-        "digest": file_digest(path),
-        "requests": trace.num_requests,
-        "epoch": trace.epoch,
-        "source": trace.source,
-    }
-    if plan is not None:
-        info.update(replayed=plan.selection_note, replayed_requests=len(plan.requests))
-    return info
+    info = TraceInfo(
+        path=str(path),
+        digest=file_digest(path),
+        requests=trace.num_requests,
+        epoch=trace.epoch,
+        source=trace.source,
+    )
+    if plan is None:
+        return info
+    return info.model_copy(
+        update={"replayed": plan.selection_note, "replayed_requests": len(plan.requests)}
+    )
 
 
 def replay_main(
@@ -173,7 +176,9 @@ def replay_main(
     if target is not None:
         name = label or "target"
         head = RunHead(
-            scenario={"name": name, "deployment": "external", "target": target, "emulation": None},
+            scenario=ScenarioSection.model_validate(
+                {"name": name, "deployment": "external", "target": target, "emulation": None}
+            ),
             trace=trace_info,
         )
         done = run_system(
@@ -228,7 +233,7 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
     check_probes = check_probes and manifest.probe_check is not False
     trace = load_trace(trace_path)
     recorded = "trace" in manifest.model_fields_set
-    if recorded and manifest.trace.get("digest") != file_digest(trace_path):
+    if recorded and manifest.trace.digest != file_digest(trace_path):
         raise UserError(f"{trace_path} changed since run {paths.run_id}; cannot resume it")
     options, _ = default_selection(trace.table, options, trace.epoch)
     plan = prepare(trace, options)
@@ -238,14 +243,14 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
         f"{len(point.settled)} of {len(plan.requests)} requests settled",
         err=True,
     )
-    scenario_data = manifest.scenario
-    if not scenario_data:
+    recorded_scenario = manifest.scenario
+    if "scenario" not in manifest.model_fields_set:
         raise UserError(f"{run_dir}: the manifest has no scenario")
     system: Scenario | Attached
-    if scenario_data.get("deployment") == "external":
-        system = Attached(str(scenario_data["target"]), paths.run_id)
+    if recorded_scenario.external:
+        system = Attached(str(recorded_scenario.target), paths.run_id)
     else:
-        system = Scenario.model_validate(scenario_data)
+        system = Scenario.model_validate(recorded_scenario.model_dump(exclude_unset=True))
         check_runnable(system.name, system.requires)
     done = run_system(
         system,
@@ -265,19 +270,23 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
 
 def _recorded_replay(manifest: RunManifest, run_dir: Path) -> tuple[ReplayOptions, Path]:
     """The options and the trace a run was made with, from its manifest."""
-    replay = manifest.replay or {}
-    if replay.get("engine") == "locust":
+    replay = manifest.replay
+    if replay is not None and replay.engine == "locust":
         raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
-    path = manifest.trace.get("path")
-    if "vocab_size" not in replay or not path:
+    path = manifest.trace.path
+    recorded = dict(replay.model_extra or {}) if replay is not None else {}
+    if replay is None or (replay.options is None and "vocab_size" not in recorded) or not path:
         raise UserError(
             f"{run_dir}: its manifest records no replay options (made by an older "
             "pddbench?); cannot resume it"
         )
-    try:
-        return ReplayOptions.from_json(replay), Path(str(path))
-    except ValueError as exc:
-        raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+    if replay.options is None:  # recorded, but not readable by this version: say why
+        try:
+            ReplayOptions.from_json(recorded)
+        except ValueError as exc:
+            raise UserError(f"{run_dir}: cannot read the run's options: {exc}") from None
+        raise UserError(f"{run_dir}: cannot read the run's options")
+    return replay.options, Path(path)
 
 
 def _recorded_unemulated(manifest: RunManifest) -> bool:
@@ -293,7 +302,7 @@ def replay_scenarios(
     options: ReplayOptions,
     out_root: Path,
     argv: list[str],
-    trace_info: dict[str, object],
+    trace_info: TraceInfo,
     emulate: bool,
     check_probes: bool,
     backend: Backend,
@@ -305,7 +314,7 @@ def replay_scenarios(
     failed = 0
     for scenario in resolved:
         head = RunHead(
-            scenario=scenario.manifest(),
+            scenario=ScenarioSection.model_validate(scenario.manifest()),
             trace=trace_info,
             probe_check=check_probes,
             emulation=emulation_status(scenario, emulate),

@@ -27,7 +27,7 @@ import click
 from pddbench.errors import UserError
 from pddbench.harness.config.replay import ApiKind, ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.deploy.systems import DeploymentInfo, deploy, emulation_problem
+from pddbench.harness.deploy.systems import deploy, emulation_problem
 from pddbench.harness.drive.backends import Backend
 from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.drive.quiesce import Quiet, wait_quiet
@@ -43,6 +43,7 @@ from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import RunPaths, check_out_root
 from pddbench.harness.rundir.manifest import RunHead, RunManifest, RunStatus, open_run
+from pddbench.harness.rundir.sections import DeploymentInfo
 
 Echo = Callable[[str], None]
 
@@ -231,7 +232,7 @@ def run_system(
             info,
             client_ns,
         ):
-            manifest.deployment = dataclasses.asdict(info)
+            manifest.deployment = info.recorded()
             manifest.links = info.links
             return drive(Attached.of(info, client_ns, scenario.name), opts, run_plan)
     except KeyboardInterrupt:

@@ -17,7 +17,6 @@ child processes only.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import socket
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from pddbench.errors import UserError
 from pddbench.harness.config.replay import ReplayOptions
@@ -45,6 +45,7 @@ from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
+from pddbench.harness.rundir.sections import LocustResult
 
 DEFAULT_MASTER_PORT = 5557
 DEFAULT_WEB_PORT = 8089
@@ -189,12 +190,13 @@ def run_locust_replay(
         label=label,
     )
     spec.write()
-    manifest.replay = {
-        **replay_section(plan, options, base_url),
-        "engine": "locust",
-        "workers": workers,
-        "worker_mode": "local" if spawn_workers else "remote",
-    }
+    manifest.replay = replay_section(plan, options, base_url).model_copy(
+        update={
+            "engine": "locust",
+            "workers": workers,
+            "worker_mode": "local" if spawn_workers else "remote",
+        }
+    )
     manifest.save(paths.root)
     if not spawn_workers:
         host = socket.gethostname()
@@ -282,25 +284,26 @@ def _wait_for_master(
 
 def _anchor_from_result(job_dir: Path, paths: RunPaths, manifest: RunManifest) -> bool:
     result = _read_result(job_dir)
-    if result is None or result.get("origin_monotonic_s") is None:
+    if result is None or result.origin_monotonic_s is None:
         return False
     manifest.clock = RunClock(
         kind="monotonic",
-        origin_monotonic_s=result["origin_monotonic_s"],
-        origin_wall=result["origin_wall"],
+        origin_monotonic_s=result.origin_monotonic_s,
+        origin_wall=result.origin_wall,
         authority="locust master",
     )
     manifest.save(paths.root)
     return True
 
 
-def _read_result(job_dir: Path) -> dict[str, object] | None:
+def _read_result(job_dir: Path) -> LocustResult | None:
+    """The master's ``result.json`` (None when it wrote none, or half of one)."""
     path = job_dir / RESULT_FILE
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, OSError):
+        return LocustResult.model_validate_json(path.read_bytes())
+    except (ValidationError, OSError):
         return None
 
 
@@ -333,24 +336,24 @@ def _finalize(
         paths.journal.touch()
     records, skipped_lines = finalize_journal(paths.journal, paths.requests)
     result = _read_result(job_dir)
-    if result is None or result.get("status") == RunStatus.RUNNING:
+    if result is None or result.status == RunStatus.RUNNING:
         status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
         reasons = [f"the Locust master exited with code {master_rc} before finishing"]
         suspect_reasons: list[str] = []
         if result is not None:
-            result["status"] = status
+            result.status = status
     else:
-        status = RunStatus(str(result["status"]))
-        reasons = list(result.get("incomplete_reasons") or [])  # type: ignore[call-overload]
-        suspect_reasons = list(result.get("suspect_reasons") or [])  # type: ignore[call-overload]
+        status = RunStatus(result.status)
+        reasons = list(result.incomplete_reasons)
+        suspect_reasons = list(result.suspect_reasons)
     if interrupted and status != RunStatus.FAILED:
         status = RunStatus.INTERRUPTED
     _anchor_from_result(job_dir, paths, manifest)
     manifest.finish(status, records=records, unreadable_lines=skipped_lines)
     if result is not None:  # the same counts the asyncio engine records
-        manifest.sent_requests = result.get("sent_requests")  # type: ignore[assignment]
-        manifest.planned_requests = result.get("planned_requests")  # type: ignore[assignment]
-        manifest.duration_cap_hit_at_s = result.get("duration_cap_hit_at_s")  # type: ignore[assignment]
+        manifest.sent_requests = result.sent_requests
+        manifest.planned_requests = result.planned_requests
+        manifest.duration_cap_hit_at_s = result.duration_cap_hit_at_s
     manifest.incomplete_reasons = reasons if status != RunStatus.COMPLETE else []
     manifest.suspect = bool(suspect_reasons)
     manifest.suspect_reasons = suspect_reasons
