@@ -1,7 +1,8 @@
 """The backends a run is driven by: one protocol, and the asyncio engine behind it.
 
-Owns :class:`Backend`, what :func:`~pddbench.harness.jobs.run_system.run_system` asks of
-whatever sends a plan's requests into a run folder, and :class:`AsyncioBackend` (the
+Owns :class:`Backend` and :class:`Drive`: what
+:func:`~pddbench.harness.jobs.run_system.run_system` asks of whatever sends a plan's
+requests into a run folder; and :class:`AsyncioBackend` (the
 default, :func:`~pddbench.harness.drive.replay.run_replay`). Locust's
 :class:`~pddbench.harness.drive.locust.launcher.LocustSettings` is the other; a
 virtual-time backend would be a third. A backend finalises the run folder it was given
@@ -23,46 +24,40 @@ from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
 
 
-class Backend(Protocol):
-    """Sends ``plan`` to ``base_url`` and finalises ``paths``; runs in the client's place."""
+@dataclass(frozen=True)
+class Drive:
+    """One run for a backend to drive: the plan and options, where to send them, the run
+    folder to finalise, and (when the backend can) the instances' ``/metrics`` to scrape
+    and the point an interrupted run resumes from."""
 
-    def drive(
-        self,
-        plan: ReplayPlan,
-        options: ReplayOptions,
-        base_url: str,
-        paths: RunPaths,
-        manifest: RunManifest,
-        *,
-        label: str = "",
-        metrics_urls: Mapping[str, str] | None = None,
-        resume: ResumePoint | None = None,
-    ) -> ReplayOutcome: ...
+    plan: ReplayPlan
+    options: ReplayOptions
+    base_url: str
+    paths: RunPaths
+    manifest: RunManifest
+    label: str = ""
+    metrics_urls: Mapping[str, str] | None = None
+    resume: ResumePoint | None = None
+
+
+class Backend(Protocol):
+    """Sends a run's plan and finalises its folder; runs in the client's place."""
+
+    def drive(self, run: Drive) -> ReplayOutcome: ...
 
 
 @dataclass(frozen=True)
 class AsyncioBackend:
     """The asyncio engine in this process, with a live view; scrapes ``metrics_urls``."""
 
-    def drive(
-        self,
-        plan: ReplayPlan,
-        options: ReplayOptions,
-        base_url: str,
-        paths: RunPaths,
-        manifest: RunManifest,
-        *,
-        label: str = "",
-        metrics_urls: Mapping[str, str] | None = None,
-        resume: ResumePoint | None = None,
-    ) -> ReplayOutcome:
+    def drive(self, run: Drive) -> ReplayOutcome:
         return run_replay(
-            plan,
-            options,
-            base_url,
-            paths,
-            manifest,
-            live=LiveView(label),
-            metrics_urls=metrics_urls,
-            resume=resume,
+            run.plan,
+            run.options,
+            run.base_url,
+            run.paths,
+            run.manifest,
+            live=LiveView(run.label),
+            metrics_urls=run.metrics_urls,
+            resume=run.resume,
         )

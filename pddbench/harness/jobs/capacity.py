@@ -22,7 +22,7 @@ from pddbench.harness.config.sla import sla_from_mapping, with_overrides
 from pddbench.harness.jobs.ladder import run_ladder
 from pddbench.harness.jobs.main_job import points_table
 from pddbench.harness.jobs.replay import load_trace, trace_manifest
-from pddbench.harness.jobs.run_system import preflight, scenario_options
+from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.report.markdown import _table as markdown_table
@@ -35,14 +35,12 @@ def capacity_job(
     options: ReplayOptions,
     settings: LadderSettings,
     sla_overrides: dict[str, float],
-    out_root: Path,
-    argv: list[str],
-    emulate: bool,
+    run_settings: RunSettings,
 ) -> None:
     """Walk the ladder for one scenario; :class:`UserError` when the search refused."""
     scenario = load_scenario(scenario_name)
     trace = load_trace(trace_path)
-    preflight([scenario], None, options, out_root=out_root, emulate=emulate)
+    run_settings.preflight([scenario], None, options)
     options, note = default_selection(trace.table, scenario_options(options, scenario), trace.epoch)
     if note:  # a long trace and no selection: walk on from its busiest hour, at x10
         start = options.selection.window_start_s or 0.0
@@ -73,14 +71,12 @@ def capacity_job(
             options,
             settings,
             sla,
-            out_root=out_root,
-            argv=argv,
             trace_info=trace_manifest(trace, trace_path, None),
-            emulate=emulate,
+            run_settings=run_settings,
         )
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
-    written = verdict.save(out_root)
+    written = verdict.save(run_settings.out_root)
     click.echo(markdown_table(points_table([verdict])))
     click.echo(verdict.describe())
     click.echo(f"verdict: {written}")

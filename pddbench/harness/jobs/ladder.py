@@ -44,6 +44,7 @@ from pddbench.harness.drive.replay import prepare
 from pddbench.harness.jobs.run_system import (
     Attached,
     NewRun,
+    RunSettings,
     emulation_status,
     fix_scale,
     run_system,
@@ -141,6 +142,17 @@ def measure_point(
     )
 
 
+def point_info(window: PointWindow, request_limit_s: float, redeployed: str) -> LadderPointInfo:
+    """The manifest's record of which ladder point a run is."""
+    same = ("index", "trace_start_s", "trace_duration_s", "warmup_s")
+    return LadderPointInfo(
+        **{k: getattr(window, k) for k in same},
+        point_s=window.measure_s,
+        request_limit_s=request_limit_s,
+        redeployed=redeployed,
+    )
+
+
 def run_ladder(
     scenario: Scenario,
     trace: Trace,
@@ -148,15 +160,13 @@ def run_ladder(
     settings: LadderSettings,
     sla: SLA,
     *,
-    out_root: Path,
-    argv: list[str],
     trace_info: TraceInfo,
-    emulate: bool,
-    check_probes: bool = True,
+    run_settings: RunSettings,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
     schedule: Schedule | None = None,
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
+    emulate, check_probes = run_settings.emulate, run_settings.check_probes
     scenario = fix_scale(scenario, emulate, echo)  # the scale is fixed and recorded
     base_speedup = options.selection.speedup
     search = LadderSearch(
@@ -168,8 +178,8 @@ def run_ladder(
     )
     if search.origin_rps is not None:
         echo(f"pddbench: {scenario.name}: {settings.describe_walk(search.origin_rps)}")
-    runs: list[Path] = []
-    deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
+    folders: list[Path] = []
+    deploy_dir = new_run(run_settings.out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         info, client_ns = stack.enter_context(
@@ -188,7 +198,7 @@ def run_ladder(
                 info, client_ns = stack.enter_context(
                     deploy(
                         scenario,
-                        new_run(out_root, f"{scenario.name}-ladder"),
+                        new_run(run_settings.out_root, f"{scenario.name}-ladder"),
                         emulate=emulate,
                         check_probes=check_probes,
                     )
@@ -215,15 +225,7 @@ def run_ladder(
                 deployment=info.recorded(),
                 links=info.links,
                 load_scale=window.load,
-                ladder_point=LadderPointInfo(
-                    index=window.index,
-                    trace_start_s=window.trace_start_s,
-                    trace_duration_s=window.trace_duration_s,
-                    warmup_s=window.warmup_s,
-                    point_s=window.measure_s,
-                    request_limit_s=settings.request_limit_s,
-                    redeployed=redeployed,
-                ),
+                ladder_point=point_info(window, settings.request_limit_s, redeployed),
                 probe_check=check_probes,
                 emulation=emulation_status(scenario, emulate),
             )
@@ -231,8 +233,9 @@ def run_ladder(
                 Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}"),
                 plan,
                 opts,
-                run=NewRun(out_root, label, argv, head),
+                run=NewRun(label, head),
                 backend=AsyncioBackend(),
+                settings=run_settings,
                 settle_timeout_s=QUIESCE_TIMEOUT_S,
             )
             assert done is not None  # an attached system's failures propagate
@@ -246,7 +249,7 @@ def run_ladder(
             manifest.ladder_point.settle_s = settle_s
             manifest.ladder_point.backlog = backlog
             manifest.save(paths.root)
-            runs.append(paths.root)
+            folders.append(paths.root)
             data = load_run(paths.root, token_times=False)
             m = measure_point(
                 data.records,
@@ -279,7 +282,7 @@ def run_ladder(
                 + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
     verdict = search.verdict(scenario.name)
-    for folder in (runs[-1] if runs else deploy_dir.root, deploy_dir.root):
+    for folder in (folders[-1] if folders else deploy_dir.root, deploy_dir.root):
         verdict.save(folder)
     echo(f"pddbench: {verdict.describe()}")
-    return verdict, runs
+    return verdict, folders

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import click
 
@@ -28,7 +27,7 @@ from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import sla_from_mapping
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
-from pddbench.harness.jobs.run_system import scenario_options
+from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
 from pddbench.harness.report.markdown import _table as markdown_table
@@ -82,11 +81,8 @@ def main_verdict(
     *,
     trace: Trace,
     options: ReplayOptions,
-    out_root: Path,
-    argv: list[str],
     trace_info: TraceInfo,
-    emulate: bool,
-    check_probes: bool,
+    run_settings: RunSettings,
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
@@ -111,11 +107,8 @@ def main_verdict(
                 scenario_options(options, scenario),
                 settings,
                 sla,
-                out_root=out_root,
-                argv=argv,
                 trace_info=trace_info,
-                emulate=emulate,
-                check_probes=check_probes,
+                run_settings=run_settings,
                 schedule=schedule,
             )
         except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
@@ -143,7 +136,7 @@ def main_verdict(
             f"{left * (DEPLOY_ALLOWANCE_S + settings.budget_s) / 60:.1f} min + the report",
             err=True,
         )
-    html = print_comparison(common, out_root)
+    html = print_comparison(common, run_settings.out_root)
     if html is not None:  # the verdicts, machine-readable (basis, interval, cost, BCR)
         json_out = html.with_suffix(".json")
         write_report([r.root for r in common], json_out, fmt=Format.JSON)

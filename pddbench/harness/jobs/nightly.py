@@ -35,7 +35,7 @@ from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.drive.backends import AsyncioBackend
 from pddbench.harness.drive.replay import prepare
 from pddbench.harness.jobs.replay import load_trace, replay_scenarios, trace_manifest
-from pddbench.harness.jobs.run_system import preflight
+from pddbench.harness.jobs.run_system import RunSettings
 
 
 def materialise_trace(spec: TraceSpec, folder: Path, base: Path) -> Path:
@@ -66,6 +66,7 @@ def nightly_job(cfg: NightlyConfig, config_path: Path, out_dir: Path, argv: list
     traces_dir = out_dir / "_traces"
     traces_dir.mkdir(exist_ok=True)
     scenarios = [load_scenario(n) for n in cfg.scenarios]
+    runs = RunSettings(out_dir, argv, emulate=cfg.emulate)
     failed = 0
     for spec in cfg.traces:
         trace_path = materialise_trace(spec, traces_dir, config_path.parent)
@@ -76,7 +77,7 @@ def nightly_job(cfg: NightlyConfig, config_path: Path, out_dir: Path, argv: list
                 seed=seed, api="openai", model=None, token_times=False, **settings
             )
             plan = prepare(trace, options)
-            preflight(scenarios, plan, options, out_root=out_dir, emulate=cfg.emulate)
+            runs.preflight(scenarios, plan, options)
             info = trace_manifest(trace, trace_path, plan)
             for repeat in range(cfg.repeats):
                 click.echo(
@@ -86,11 +87,8 @@ def nightly_job(cfg: NightlyConfig, config_path: Path, out_dir: Path, argv: list
                     scenarios,
                     plan=plan,
                     options=options,
-                    out_root=out_dir,
-                    argv=argv,
                     trace_info=info.model_copy(update={"repeat": repeat}),
-                    emulate=cfg.emulate,
-                    check_probes=True,
+                    settings=runs,
                     backend=AsyncioBackend(),
                 )
                 failed += bad

@@ -25,10 +25,10 @@ from pddbench.harness.jobs.run_system import (
     Attached,
     NewRun,
     OpenRun,
+    RunSettings,
     SystemRun,
     emulation_status,
     fix_scale,
-    preflight,
     require_emulation,
     run_system,
 )
@@ -152,7 +152,8 @@ def replay_main(
     if target is not None and scenarios:
         raise UserError("--target drives an existing endpoint: give no --scenario with it")
     # everything the user gave is checked before a run folder exists or a server starts
-    preflight(systems, plan, options, out_root=out_root, emulate=emulate)
+    settings = RunSettings(out_root, argv, emulate, check_probes)
+    settings.preflight(systems, plan, options)
     if default_note and target is None and locust is None:
         from pddbench.harness.jobs.main_job import main_verdict
 
@@ -161,11 +162,8 @@ def replay_main(
                 systems,
                 trace=trace,
                 options=options,
-                out_root=out_root,
-                argv=argv,
                 trace_info=trace_manifest(trace, trace_path, None),
-                emulate=emulate,
-                check_probes=check_probes,
+                run_settings=settings,
                 quick=quick,
             )
         except KeyboardInterrupt:
@@ -185,8 +183,9 @@ def replay_main(
             Attached(target, name),
             plan,
             options,
-            run=NewRun(out_root, name, argv, head),
+            run=NewRun(name, head),
             backend=backend,
+            settings=settings,
         )
         assert done is not None  # an attached system's failures propagate
         runs = [done.outcome.paths]
@@ -196,11 +195,8 @@ def replay_main(
             systems,
             plan=plan,
             options=options,
-            out_root=out_root,
-            argv=argv,
             trace_info=trace_info,
-            emulate=emulate,
-            check_probes=check_probes,
+            settings=settings,
             backend=backend,
         )
         if failed and not interrupted:
@@ -258,8 +254,12 @@ def resume_main(run_dir: Path, *, emulate: bool = True, check_probes: bool = Tru
         options,
         run=OpenRun(paths, manifest),
         backend=AsyncioBackend(),
-        emulate=emulate and not _recorded_unemulated(manifest),
-        check_probes=check_probes,
+        settings=RunSettings(
+            paths.root.parent,
+            manifest.command,
+            emulate=emulate and not _recorded_unemulated(manifest),
+            check_probes=check_probes,
+        ),
         resume=point,
     )
     if done is None:
@@ -300,33 +300,29 @@ def replay_scenarios(
     *,
     plan: ReplayPlan,
     options: ReplayOptions,
-    out_root: Path,
-    argv: list[str],
     trace_info: TraceInfo,
-    emulate: bool,
-    check_probes: bool,
+    settings: RunSettings,
     backend: Backend,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan, each into its own run
     folder (inputs past :func:`preflight`); (runs, interrupted, failed)."""
-    resolved = [fix_scale(s, emulate) for s in scenarios]  # the scale is fixed and recorded
+    resolved = [fix_scale(s, settings.emulate) for s in scenarios]  # fixed and recorded
     runs: list[RunPaths] = []
     failed = 0
     for scenario in resolved:
         head = RunHead(
             scenario=ScenarioSection.model_validate(scenario.manifest()),
             trace=trace_info,
-            probe_check=check_probes,
-            emulation=emulation_status(scenario, emulate),
+            probe_check=settings.check_probes,
+            emulation=emulation_status(scenario, settings.emulate),
         )
         done: SystemRun | None = run_system(
             scenario,
             plan,
             options,
-            run=NewRun(out_root, scenario.name, argv, head),
+            run=NewRun(scenario.name, head),
             backend=backend,
-            emulate=emulate,
-            check_probes=check_probes,
+            settings=settings,
         )
         if done is None:
             failed += 1

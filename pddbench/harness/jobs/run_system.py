@@ -28,7 +28,7 @@ from pddbench.errors import UserError
 from pddbench.harness.config.replay import ApiKind, ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.systems import deploy, emulation_problem
-from pddbench.harness.drive.backends import Backend
+from pddbench.harness.drive.backends import Backend, Drive
 from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.drive.quiesce import Quiet, wait_quiet
 from pddbench.harness.drive.replay import (
@@ -69,12 +69,26 @@ class Attached:
 
 
 @dataclass(frozen=True)
-class NewRun:
-    """A run folder to open under ``out_root`` (``label``: its name's middle part)."""
+class RunSettings:
+    """Where a job's runs go and how they are made, alike for each of its systems."""
 
     out_root: Path
+    argv: list[str]  # the command line, recorded in every run's manifest
+    emulate: bool = True  # False: --no-emulation (loopback; the runs say so)
+    check_probes: bool = True  # False: --no-probe-check
+
+    def preflight(
+        self, scenarios: Sequence[Scenario], plan: ReplayPlan | None, options: ReplayOptions
+    ) -> None:
+        """:func:`preflight` of these runs' inputs."""
+        preflight(scenarios, plan, options, out_root=self.out_root, emulate=self.emulate)
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run folder to open under the job's ``out_root`` (``label``: its name's middle)."""
+
     label: str
-    argv: list[str]
     head: RunHead
 
 
@@ -181,8 +195,7 @@ def run_system(
     *,
     run: NewRun | OpenRun,
     backend: Backend,
-    emulate: bool = True,
-    check_probes: bool = True,
+    settings: RunSettings,
     settle_timeout_s: float | None = None,
     resume: ResumePoint | None = None,
 ) -> SystemRun | None:
@@ -195,21 +208,23 @@ def run_system(
     during its deployment gives an interrupted outcome. For an attached system errors
     propagate."""
     if isinstance(run, NewRun):
-        paths, manifest = open_run(run.out_root, run.label, argv=run.argv, head=run.head)
+        paths, manifest = open_run(settings.out_root, run.label, argv=settings.argv, head=run.head)
     else:
         paths, manifest = run.paths, run.manifest
 
     def drive(at: Attached, opts: ReplayOptions, run_plan: ReplayPlan) -> SystemRun:
         def client() -> SystemRun:
             outcome = backend.drive(
-                run_plan,
-                opts,
-                at.front_door,
-                paths,
-                manifest,
-                label=at.label,
-                metrics_urls=at.metrics_urls,
-                resume=resume,
+                Drive(
+                    run_plan,
+                    opts,
+                    at.front_door,
+                    paths,
+                    manifest,
+                    label=at.label,
+                    metrics_urls=at.metrics_urls,
+                    resume=resume,
+                )
             )
             quiet = None
             if settle_timeout_s is not None and not outcome.interrupted:
@@ -228,7 +243,9 @@ def run_system(
         run_plan = prepare_theoretical(plan, opts)
     click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
     try:
-        with deploy(scenario, paths, emulate=emulate, check_probes=check_probes) as (
+        with deploy(
+            scenario, paths, emulate=settings.emulate, check_probes=settings.check_probes
+        ) as (
             info,
             client_ns,
         ):

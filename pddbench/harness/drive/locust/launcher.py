@@ -23,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -34,6 +33,7 @@ from pydantic import ValidationError
 from pddbench.errors import UserError
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive import interrupts
+from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
     RESULT_FILE,
@@ -41,7 +41,6 @@ from pddbench.harness.drive.locust.job import (
     write_plan,
 )
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.plan.resume import ResumePoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
@@ -102,36 +101,25 @@ class LocustSettings:
     web_port: int = DEFAULT_WEB_PORT
     worker_timeout_s: float = 10.0
 
-    def drive(
-        self,
-        plan: ReplayPlan,
-        options: ReplayOptions,
-        base_url: str,
-        paths: RunPaths,
-        manifest: RunManifest,
-        *,
-        label: str = "",
-        metrics_urls: Mapping[str, str] | None = None,
-        resume: ResumePoint | None = None,
-    ) -> ReplayOutcome:
+    def drive(self, run: Drive) -> ReplayOutcome:
         """:func:`run_locust_replay` with these settings (the
         :class:`~pddbench.harness.drive.backends.Backend` protocol; the instances'
         ``/metrics`` are not scraped, and a resume is refused before it gets here)."""
-        if resume is not None:
+        if run.resume is not None:
             raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
         return run_locust_replay(
-            plan,
-            options,
-            base_url,
-            paths,
-            manifest,
+            run.plan,
+            run.options,
+            run.base_url,
+            run.paths,
+            run.manifest,
             workers=self.workers,
             web_ui=self.web_ui,
             spawn_workers=not self.master,
             master_port=self.master_port if self.master else None,
             web_port=self.web_port,
             worker_timeout_s=self.worker_timeout_s,
-            label=label,
+            label=run.label,
         )
 
 
