@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from pddbench.harness.config.replay import ApiConfig, ReplayOptions  # noqa: E402
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig  # noqa: E402
+from pddbench.harness.drive.backends import Drive  # noqa: E402
 from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
 from pddbench.harness.drive.replay import ReplayPlan, prepare, prompt_function  # noqa: E402
 from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
@@ -154,7 +155,7 @@ def locust_run(
     server = psutil.Process(server_pid)
     s0 = server.cpu_times()
     with MachineBusy() as busy:
-        run_locust_replay(plan, options, url, paths, manifest, workers=workers)
+        run_locust_replay(Drive(plan, options, url, paths, manifest), workers=workers)
     s1 = server.cpu_times()
     result = RunManifest.load(paths.root).locust
     m = result.model_dump() if result is not None else {}

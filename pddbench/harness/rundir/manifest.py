@@ -37,6 +37,7 @@ from pddbench.harness.rundir.sections import (
     HostInfo,
     LocustResult,
     ReplaySection,
+    RunCounts,
     ScenarioSection,
     Section,
     TraceInfo,
@@ -101,8 +102,9 @@ class LadderPointInfo(Section):
     redeployed: str = ""
 
 
-class RunManifest(BaseModel):
-    """``manifest.json``: the configuration that made a run and how the run went."""
+class RunManifest(RunCounts):
+    """``manifest.json``: the configuration that made a run and how the run went (the
+    request counts: :class:`RunCounts`)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -134,10 +136,6 @@ class RunManifest(BaseModel):
     # how it went
     resumes: list[ResumeEntry] = Field(default_factory=list)
     server_metrics: ServerMetricsInfo | None = None
-    planned_requests: int | None = None
-    sent_requests: int | None = None
-    duration_cap_hit_at_s: float | None = None
-    records: int | None = None
     journal_unreadable_lines: int | None = None
     incomplete_reasons: list[str] | None = None
     suspect: bool | None = None

@@ -1,6 +1,6 @@
 """The manifest's sections: one model per part of ``manifest.json`` that a writer fills.
 
-Owns :class:`HostInfo`, :class:`ScenarioSection`, :class:`TraceInfo`,
+Owns :class:`HostInfo`, :class:`RunCounts`, :class:`ScenarioSection`, :class:`TraceInfo`,
 :class:`ReplaySection` (the replay's target and its :class:`ReplayOptions`, what
 ``--resume`` reads back), :class:`DeploymentInfo` (what ``deploy`` brought up) and
 :class:`LocustResult` (the Locust master's ``result.json``, the same model it writes). On
@@ -142,7 +142,17 @@ class DeploymentInfo(Section):
         return DeploymentInfo.model_validate(self.model_dump())
 
 
-class LocustResult(Section):
+class RunCounts(BaseModel):
+    """What a replay planned, sent and recorded: the manifest's counts, and the same in
+    the Locust master's result (each backend records them alike)."""
+
+    planned_requests: int | None = None
+    sent_requests: int | None = None
+    duration_cap_hit_at_s: float | None = None  # when --duration stopped new requests
+    records: int | None = None
+
+
+class LocustResult(Section, RunCounts):
     """The Locust master's ``result.json``: how the run went, per worker and overall."""
 
     status: str
@@ -150,10 +160,6 @@ class LocustResult(Section):
     failure: str | None = None
     origin_monotonic_s: float | None = None
     origin_wall: str | None = None
-    planned_requests: int | None = None
-    sent_requests: int | None = None
-    duration_cap_hit_at_s: float | None = None
-    records: int | None = None
     incomplete_reasons: list[str] = Field(default_factory=list)
     suspect_reasons: list[str] = Field(default_factory=list)
     workers: list[dict[str, Any]] = Field(default_factory=list)  # each worker's report

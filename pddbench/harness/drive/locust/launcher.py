@@ -31,7 +31,6 @@ import pyarrow.parquet as pq
 from pydantic import ValidationError
 
 from pddbench.errors import UserError
-from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.locust.job import (
@@ -40,7 +39,7 @@ from pddbench.harness.drive.locust.job import (
     JobSpec,
     write_plan,
 )
-from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
+from pddbench.harness.drive.replay import ReplayOutcome, replay_section
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
@@ -108,27 +107,18 @@ class LocustSettings:
         if run.resume is not None:
             raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
         return run_locust_replay(
-            run.plan,
-            run.options,
-            run.base_url,
-            run.paths,
-            run.manifest,
+            run,
             workers=self.workers,
             web_ui=self.web_ui,
             spawn_workers=not self.master,
             master_port=self.master_port if self.master else None,
             web_port=self.web_port,
             worker_timeout_s=self.worker_timeout_s,
-            label=run.label,
         )
 
 
 def run_locust_replay(
-    plan: ReplayPlan,
-    options: ReplayOptions,
-    base_url: str,
-    paths: RunPaths,
-    manifest: RunManifest,
+    run: Drive,
     *,
     workers: int,
     web_ui: bool = False,
@@ -139,15 +129,18 @@ def run_locust_replay(
     web_port: int = DEFAULT_WEB_PORT,
     worker_timeout_s: float = 10.0,
     connect_timeout_s: float | None = None,
-    label: str = "",
 ) -> ReplayOutcome:
-    """Replay ``plan`` on Locust (a master plus ``workers`` workers); finalises the run folder.
+    """Replay ``run``'s plan on Locust (a master plus ``workers`` workers); finalises its
+    run folder.
 
     ``spawn_workers``: start the workers here (local run); otherwise wait for ``workers``
     remote workers (``pddbench replay --engine locust --worker --master-host THIS_HOST``);
     the master then listens on every interface (``master_bind_host="*"``, port 5557) and
     so does the web UI. ``worker_timeout_s``: silence after which a worker is lost.
     """
+    plan, options, base_url, paths, manifest = (
+        run.plan, run.options, run.base_url, run.paths, run.manifest
+    )  # fmt: skip
     if workers < 1:
         raise UserError("--workers must be >= 1")
     if options.max_concurrency is not None:
@@ -175,7 +168,7 @@ def run_locust_replay(
         web_port=web_port,
         worker_timeout_s=worker_timeout_s,
         connect_timeout_s=connect_timeout_s or (60.0 if spawn_workers else 600.0),
-        label=label,
+        label=run.label,
     )
     spec.write()
     manifest.replay = replay_section(plan, options, base_url).model_copy(
