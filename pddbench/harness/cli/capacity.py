@@ -21,7 +21,8 @@ from typing import Any
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import build_options, parse_duration, selection_options
+from pddbench.harness.cli.options import selection_options
+from pddbench.harness.config.replay_text import build_options, parse_duration
 from pddbench.harness.config.sla import parse_sla_overrides
 from pddbench.harness.jobs.capacity import capacity_job
 from pddbench.harness.jobs.run_system import RunSettings

@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import build_options, path_option, selection_options
+from pddbench.harness.cli.options import path_option, selection_options
+from pddbench.harness.config.replay_text import build_options
 
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
 

@@ -1,18 +1,22 @@
 """The nightly matrix's configuration (``pddbench nightly CONFIG``): what a user sets, typed.
 
 Owns the TOML file's model (:class:`NightlyConfig`: scenarios × traces × seeds × repeats
-and the replay options as on the command line) and its loading with one-line errors.
+whose replay is a :class:`ReplayOptions`, read from the ``[replay]`` table as on the
+command line, :class:`ReplaySettings`) and its loading with one-line errors.
 Must not run anything (:mod:`pddbench.harness.jobs.nightly` does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pddbench.errors import UserError
+from pddbench.harness.config.replay import ReplayOptions
+from pddbench.harness.config.replay_text import build_options
 
 
 class _Strict(BaseModel):
@@ -39,6 +43,8 @@ class TraceSpec(_Strict):
 
 
 class ReplaySettings(_Strict):
+    """The ``[replay]`` table as written: the replay options as on the command line."""
+
     window: str | None = None
     sample: float = 1.0
     speedup: float = 1.0
@@ -50,14 +56,25 @@ class ReplaySettings(_Strict):
     timeout: str = "15m"
     stall_timeout: str = "120s"
 
+    def options(self) -> ReplayOptions:
+        """These settings as :class:`ReplayOptions` (seed 0; each point sets its own)."""
+        return build_options(
+            seed=0, api="openai", model=None, token_times=False, **self.model_dump()
+        )
+
 
 class NightlyConfig(_Strict):
     scenarios: list[str] = Field(min_length=1)
     traces: list[TraceSpec] = Field(min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     repeats: int = Field(3, ge=1, le=20)
-    replay: ReplaySettings = ReplaySettings()
+    replay: ReplayOptions = ReplayOptions()  # from the [replay] table (ReplaySettings)
     emulate: bool = True
+
+    def options(self, seed: int) -> ReplayOptions:
+        """The replay options of one seed of the matrix."""
+        selection = dataclasses.replace(self.replay.selection, seed=seed)
+        return dataclasses.replace(self.replay, selection=selection)
 
 
 def load_config(path: Path) -> NightlyConfig:
@@ -68,8 +85,20 @@ def load_config(path: Path) -> NightlyConfig:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     try:
-        return NightlyConfig.model_validate(data)
+        replay = ReplaySettings.model_validate(data.pop("replay", {}))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise UserError(f"{path}: {loc}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        raise UserError(f"{path}: {_problem(exc, 'replay.')}") from None
+    try:
+        options = replay.options()
+    except UserError as exc:
+        raise UserError(f"{path}: replay: {exc}") from None
+    try:
+        return NightlyConfig.model_validate({**data, "replay": options})
+    except ValidationError as exc:
+        raise UserError(f"{path}: {_problem(exc)}") from None
+
+
+def _problem(exc: ValidationError, prefix: str = "") -> str:
+    err = exc.errors()[0]
+    loc = prefix + ".".join(str(p) for p in err["loc"]) or "(top level)"
+    return f"{loc}: {str(err['msg']).removeprefix('Value error, ')}"

@@ -25,11 +25,9 @@ Config (TOML)::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from pddbench.harness.cli.options import build_options
 from pddbench.harness.config.nightly import NightlyConfig, TraceSpec
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.drive.backends import AsyncioBackend
@@ -72,10 +70,7 @@ def nightly_job(cfg: NightlyConfig, config_path: Path, out_dir: Path, argv: list
         trace_path = materialise_trace(spec, traces_dir, config_path.parent)
         trace = load_trace(trace_path)
         for seed in cfg.seeds:
-            settings: dict[str, Any] = cfg.replay.model_dump()
-            options = build_options(
-                seed=seed, api="openai", model=None, token_times=False, **settings
-            )
+            options = cfg.options(seed)
             plan = prepare(trace, options)
             runs.preflight(scenarios, plan, options)
             info = trace_manifest(trace, trace_path, plan)

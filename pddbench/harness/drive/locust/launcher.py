@@ -158,7 +158,7 @@ def run_locust_replay(
     spec = JobSpec(
         base_url=base_url.rstrip("/"),
         workers=workers,
-        options=options.to_json(),
+        options=options,
         journal=str(paths.journal),
         job_dir=str(job_dir),
         master_bind_host=master_bind_host,

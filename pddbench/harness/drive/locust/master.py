@@ -200,7 +200,7 @@ class Coordinator:
         summaries = sharding.summaries(self.requests)
         spec = {
             "base_url": self.spec.base_url,
-            "options": self.spec.options,
+            "options": self.spec.options.to_json(),
             "batch_interval_s": self.spec.batch_interval_s,
             "itl_events_per_request": self.spec.itl_events_per_request,
         }
