@@ -189,10 +189,13 @@ def run_emulated(
     from pddbench.harness.rundir.folder import RunPaths
 
     base = load_scenario("pdd")
-    network = json.loads(json.dumps(base.network))
+    assert base.network is not None
+    network = base.network.model_dump(exclude_unset=True)
     if wan:
         network["links"][0].update(wan)
-    scenario = base.model_copy(update={"deployment": deployment, "network": network})
+    scenario = base.model_validate(
+        {**base.model_dump(exclude_unset=True), "deployment": deployment, "network": network}
+    )
     root = Path(tempfile.mkdtemp(prefix="pddbench-bench-"))
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)

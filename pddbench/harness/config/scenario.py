@@ -38,6 +38,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -45,7 +46,7 @@ from pydantic import (
 from pddbench.errors import UserError
 from pddbench.harness.config.cost import Chips, CostModel, CostSettings, derive_cost
 from pddbench.harness.config.sla import SLA
-from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
+from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SegmentConfig, SiteConfig
 from pddbench.servers import profiles
 from pddbench.servers.config import DeploymentConfig, deployment_table, error_lines
 
@@ -102,6 +103,22 @@ class ClientSettings(_Strict):
         return self
 
 
+# ``[network]``: netem's NetworkConfig as a scenario writes it — its fields, types and
+# defaults, less ``sites`` (the instances' datacenters give them), plus ``site_segments``
+# (a segment per site). Parsed once with the scenario; NetworkConfig checks the whole.
+ScenarioNetwork = create_model(
+    "ScenarioNetwork",
+    __base__=_Strict,
+    __doc__="The ``[network]`` table of a scenario (sites derived from the instances).",
+    site_segments=(dict[str, SegmentConfig], Field(default_factory=dict)),
+    **{
+        name: (f.annotation, f)  # type: ignore[misc]
+        for name, f in NetworkConfig.model_fields.items()
+        if name != "sites"
+    },
+)
+
+
 class Scenario(_Strict):
     """A validated scenario (see the module docstring)."""
 
@@ -111,7 +128,7 @@ class Scenario(_Strict):
     deployment: dict[str, Any] | None = None
     engines: list[EngineInstance] = Field(default_factory=list)
     front_door: str | None = None
-    network: dict[str, Any] | None = None
+    network: ScenarioNetwork | None = None  # type: ignore[valid-type]
     emulation_scale: float | Literal["auto"] = "auto"
     scale_source: str = ""  # how the scale was chosen (set by ``resolved``)
     startup_timeout_s: float = Field(60.0, gt=0)
@@ -234,8 +251,9 @@ class Scenario(_Strict):
         sites: dict[str, list[str]] = {}
         for name, site in self.instance_sites():
             sites.setdefault(site, []).append(name)
-        data = dict(self.network)
-        segments = data.pop("site_segments", {})
+        data = self.network.model_dump(exclude_unset=True)
+        data.pop("site_segments", None)
+        segments = self.network.site_segments
         client_site = self.client.site or dict(self.instance_sites())[self.front_door_name]
         data["sites"] = [
             SiteConfig(name=s, instances=members, segment=segments.get(s))
@@ -271,7 +289,10 @@ class Scenario(_Strict):
     def manifest(self) -> dict[str, Any]:
         """The scenario as recorded in a run's manifest ([sla] as written, the cost as
         derived from the deployment: total and breakdown)."""
-        data = self.model_dump(mode="json", exclude={"sla", "cost"})
+        data = self.model_dump(mode="json", exclude={"sla", "cost", "network"})
+        data["network"] = (  # as the scenario wrote it
+            self.network.model_dump(mode="json", exclude_unset=True) if self.network else None
+        )
         data["sla"] = self.sla.model_dump(mode="json", exclude_unset=True) if self.sla else {}
         cost = self.cost_model
         data["cost"] = cost.model_dump(mode="json") if cost else {}
