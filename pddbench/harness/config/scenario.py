@@ -28,6 +28,7 @@ Must not start anything.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -195,9 +196,9 @@ class Scenario(_Strict):
             ]
         return [(e.name, e.site) for e in self.engines]
 
-    @property
+    @functools.cached_property
     def deployment_config(self) -> DeploymentConfig:
-        """The reference deployment as the servers read it (loopback addresses)."""
+        """The reference deployment as the servers read it (loopback addresses); built once."""
         if self.deployment is None:
             raise UserError(f"scenario {self.name} has no [deployment]")
         return _deployment_config(self.deployment, self.name)
