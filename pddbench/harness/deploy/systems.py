@@ -166,7 +166,7 @@ def _drain(stream: IO[bytes] | None, log: Path) -> None:
 def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[str, Any]:
     """The reference deployment with instance addresses and the emulation byte scale."""
     assert scenario.deployment is not None
-    dep = json.loads(json.dumps(scenario.deployment))
+    dep = scenario.deployment.model_dump(mode="json", exclude_unset=True)
     dep.setdefault("name", scenario.name)
     if scenario.network is not None:
         dep["byte_scale"] = scenario.byte_scale
