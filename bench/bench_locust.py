@@ -39,10 +39,11 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pddbench.harness.config.replay import ApiConfig, ReplayOptions  # noqa: E402
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig  # noqa: E402
-from pddbench.harness.drive.client import ApiConfig  # noqa: E402
+from pddbench.harness.drive.backends import Drive  # noqa: E402
 from pddbench.harness.drive.locust import run_locust_replay  # noqa: E402
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, prompt_function  # noqa: E402
+from pddbench.harness.drive.replay import ReplayPlan, prepare, prompt_function  # noqa: E402
 from pddbench.harness.plan.player import SessionPlayer  # noqa: E402
 from pddbench.harness.rundir.folder import new_run  # noqa: E402
 from pddbench.harness.rundir.manifest import RunManifest  # noqa: E402
@@ -154,9 +155,10 @@ def locust_run(
     server = psutil.Process(server_pid)
     s0 = server.cpu_times()
     with MachineBusy() as busy:
-        run_locust_replay(plan, options, url, paths, manifest, workers=workers)
+        run_locust_replay(Drive(plan, options, url, paths, manifest), workers=workers)
     s1 = server.cpu_times()
-    m = RunManifest.load(paths.root).locust or {}
+    result = RunManifest.load(paths.root).locust
+    m = result.model_dump() if result is not None else {}
     df = pq.read_table(paths.requests).to_pandas()
     ok = df[df.status == "ok"]
     lag = (df.actual_send_s - df.intended_send_s).to_numpy()

@@ -186,8 +186,8 @@ class ScaleRun:
 def scaled_times(scale: float, repeats: int, rate_mbit: float | None) -> ScaleRun:
     """Median seconds per (case, warm|cold|cold+comp) on the pdd WAN (p0 -> md0) at
     ``scale`` (line rate ``rate_mbit``, default the scenario's), and a bulk probe."""
+    from pddbench.harness.cli.netem_network import load_network_config
     from pddbench.netem.probe import Endpoint, best_goodput
-    from pddbench.netem.scenario import load_network_config
     from pddbench.netem.shaping import bdp_bytes
     from pddbench.netem.transfer import Pair
 
@@ -241,7 +241,7 @@ def modelled_cold_s(nbytes: int, rate_mbit: float, rtt_s: float) -> float:
 def scale_table(rate_mbit: float | None, repeats: int) -> bool | None:
     """One link rate at the default scale and at 1/1; the bar (cold with compensation
     within 10 % of 1/1) where the emulator carries 1/1, else None (emulator-limited)."""
-    from pddbench.netem.scenario import load_network_config
+    from pddbench.harness.cli.netem_network import load_network_config
 
     base = load_network_config("pdd")
     default = base.scale
@@ -288,9 +288,9 @@ def scale_table(rate_mbit: float | None, repeats: int) -> bool | None:
 def bench_scale(repeats: int) -> bool:
     """The pdd WAN (10 Gbit/s) and the same WAN at :data:`CARRYABLE_MBIT`, each at the
     default scale and at 1/1; the bar: cold + compensation within 10 % of cold 1/1."""
+    from pddbench.harness.cli.netem_network import load_network_config
     from pddbench.netem.backend import backend_here
     from pddbench.netem.scale import SUSTAINED_MBIT
-    from pddbench.netem.scenario import load_network_config
 
     default = load_network_config("pdd").scale
     backend = backend_here()

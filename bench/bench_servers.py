@@ -184,14 +184,18 @@ def run_emulated(
     rate, delay and jitter; KV bytes and link rates scaled by ``emulation_scale``), run
     ``client(front_door)`` from the ``client`` namespace, tear everything down."""
     from pddbench.harness.config.scenario import load_scenario
-    from pddbench.harness.deploy.systems import deploy, run_in_client_netns
+    from pddbench.harness.deploy.systems import deploy
+    from pddbench.harness.drive.netns import run_in_client_netns
     from pddbench.harness.rundir.folder import RunPaths
 
     base = load_scenario("pdd")
-    network = json.loads(json.dumps(base.network))
+    assert base.network is not None
+    network = base.network.model_dump(exclude_unset=True)
     if wan:
         network["links"][0].update(wan)
-    scenario = base.model_copy(update={"deployment": deployment, "network": network})
+    scenario = base.model_validate(
+        {**base.model_dump(exclude_unset=True), "deployment": deployment, "network": network}
+    )
     root = Path(tempfile.mkdtemp(prefix="pddbench-bench-"))
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)

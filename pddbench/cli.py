@@ -57,7 +57,7 @@ def trace() -> None:
 @click.group(
     cls=LazyGroup,
     lazy={
-        "netem": "pddbench.netem.cli:netem",
+        "netem": "pddbench.harness.cli.netem:netem",
         "serve": "pddbench.servers.cli:serve",
         "replay": "pddbench.harness.cli.replay:replay",
         "finalize": "pddbench.harness.cli.finalize:finalize",

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import (
+from pddbench.harness.config.cost import (
     CostModel,
     bcr,
-    cost_from_mapping,
     relative,
     relative_bcr,
 )
+from pddbench.harness.rundir.manifest import RunManifest
 
 BASELINE = CostModel(unit_price={"A": 1.0}, gpus={"A": 88})
 
@@ -59,16 +60,24 @@ def test_bcr_is_goodput_per_cost() -> None:
     assert "43×A + 32×B + line 0.3 = 81.7" in pdd(1.2, 0.3).describe()
 
 
-def test_cost_model_validation() -> None:
+def _manifest_cost(tmp_path, cost: object) -> CostModel | None:
+    """A manifest's scenario cost, through the manifest's own loading."""
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"run_id": "r", "scenario": {"name": "s", "cost": cost}})
+    )
+    return RunManifest.load(tmp_path).scenario.cost
+
+
+def test_cost_model_validation(tmp_path) -> None:
     with pytest.raises(UserError, match="unit_price"):
-        cost_from_mapping({"unit_price": {"A": 1}, "gpus": {"A": 4, "B": 2}}, where="m.json")
-    with pytest.raises(UserError, match=r"m\.json"):
-        cost_from_mapping({"unit_price": {"A": 1}, "gpus": {"A": -1}}, where="m.json")
-    assert cost_from_mapping(None, where="m.json") is None
+        _manifest_cost(tmp_path, {"unit_price": {"A": 1}, "gpus": {"A": 4, "B": 2}})
+    with pytest.raises(UserError, match=r"manifest\.json: scenario\.cost"):
+        _manifest_cost(tmp_path, {"unit_price": {"A": 1}, "gpus": {"A": -1}})
+    assert _manifest_cost(tmp_path, {}) is None
 
 
 # -- cost derived from the deployment ------------------------------------------------------
-from pddbench.harness.analysis.cost import (  # noqa: E402
+from pddbench.harness.config.cost import (  # noqa: E402
     Chips,
     CostSettings,
     derive_cost,
@@ -99,7 +108,7 @@ def test_cost_is_instances_times_chips_times_price_plus_line() -> None:
     # written and read by the same class: the manifest form round-trips, total included
     dumped = cost.model_dump(mode="json")
     assert dumped["total"] == pytest.approx(83.3)
-    assert cost_from_mapping(dumped, where="m.json") == cost
+    assert CostModel.model_validate(dumped) == cost
 
 
 def test_declared_counts_must_agree_with_the_instances() -> None:

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from pddbench.harness.analysis.sla import DEFAULT_SLA, sla_from_mapping
+from pddbench.harness.config.sla import DEFAULT_SLA, sla_from_mapping
 
 SCENARIOS = sorted(
     p.name for p in resources.files("pddbench.scenarios").iterdir() if p.name.endswith(".toml")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from pddbench.harness.analysis.breakdowns import breakdown, error_table
-from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.registry import Context, default_registry
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
+from pddbench.harness.config.cost import CostModel
+from pddbench.harness.config.sla import DEFAULT_SLA, SLA
 from tests.analysis.runs import rows_table, write_rows
 
 NAN = float("nan")

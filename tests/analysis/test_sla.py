@@ -7,10 +7,10 @@ import pytest
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.recordset import RecordSet
-from pddbench.harness.analysis.sla import (
+from pddbench.harness.analysis.sla import check
+from pddbench.harness.config.sla import (
     DEFAULT_SLA,
     SLA,
-    check,
     parse_sla_overrides,
     sla_from_mapping,
     with_overrides,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.synthetic import SynthRun
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
+from pddbench.harness.config.cost import CostModel
 from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.report.markdown import _table as markdown_table
@@ -88,7 +88,7 @@ def test_a_run_with_a_capacity_verdict_shows_the_bcr(tmp_path: Path) -> None:
 
 
 def test_main_job_verdict_table(tmp_path: Path) -> None:
-    from pddbench.harness.main_job import verdict_table
+    from pddbench.harness.jobs.main_job import verdict_table
     from pddbench.harness.rundir.folder import RunPaths
 
     run = write_synth(tmp_path / "same", SynthRun(system="same-dc-pd", requests=300, seed=1))

@@ -60,9 +60,9 @@ def test_point_scenarios_are_valid_and_override_the_wan_only() -> None:
     text, data = _scenario("pdd")
     rate = point_scenario_text(text, SweepPoint("rate_mbit", 2500.0))
     sc = parse_scenario(rate, "point")
-    assert sc.name == "pdd.rate2500" and sc.network["links"][0]["rate_mbit"] == 2500.0
-    assert sc.deployment["routing"]["wan_bandwidth_gbps"] == 2.5  # the router's prior
-    assert sc.network["segment"] == data["network"]["segment"]  # intra-DC untouched
+    assert sc.name == "pdd.rate2500" and sc.network.links[0].rate_mbit == 2500.0
+    assert sc.deployment.routing.wan_bandwidth_gbps == 2.5  # the router's prior
+    assert sc.network.segment.model_dump(exclude_unset=True) == data["network"]["segment"]
     loss = override_scenario(data, SweepPoint("loss_pct", 0.1))
     assert loss["network"]["links"][0]["loss_pct"] == 0.1
     assert loss["deployment"]["routing"]["wan_bandwidth_gbps"] == 100.0

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from pddbench.harness.deploy.systems import run_in_client_netns
 from pddbench.harness.drive import interrupts
+from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.netem import nsutil
 from tests.netem.conftest import needs_root, new_test_run_id
 

@@ -58,10 +58,10 @@ def test_replay_without_network_privileges_exits_2_with_one_line(tmp_path: Path)
 def test_the_capability_seam_refuses_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pddbench.harness import pipeline
     from pddbench.harness.cli.replay import replay
+    from pddbench.harness.jobs import run_system
 
-    monkeypatch.setattr(pipeline, "emulation_problem", lambda: "this kernel can delay nothing")
+    monkeypatch.setattr(run_system, "emulation_problem", lambda: "this kernel can delay nothing")
     trace = small_trace(tmp_path / "t.parquet")
     args = ["--trace", str(trace), "--scenario", "pdd", "--out", str(tmp_path / "o")]
     result = CliRunner().invoke(replay, args)

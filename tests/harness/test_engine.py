@@ -8,8 +8,8 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 
+from pddbench.harness.config.replay import ApiConfig
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
-from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import Journal, finalize_journal
 from pddbench.tokens import TokenStream

@@ -138,8 +138,9 @@ def test_progress_has_an_eta() -> None:
 def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions() -> None:
     import numpy as np
 
+    from pddbench.harness.config.replay import Selection
     from pddbench.harness.plan.ladder import window_selection
-    from pddbench.harness.plan.sessions import Selection, plan_requests, task_groups
+    from pddbench.harness.plan.sessions import plan_requests, task_groups
     from pddbench.workloads.schema import Col
     from pddbench.workloads.synth import SynthOptions, synthesise
     from pddbench.workloads.synth_profile import load_profile
@@ -186,9 +187,9 @@ def test_consecutive_points_share_no_session_and_no_prefix_beyond_other_sessions
 
 
 def test_measure_point_excludes_warmup_and_censors_cut_requests_that_could_still_meet() -> None:
-    from pddbench.harness.analysis.capacity import measure_point
     from pddbench.harness.analysis.recordset import RecordSet
-    from pddbench.harness.analysis.sla import SLA
+    from pddbench.harness.config.sla import SLA
+    from pddbench.harness.jobs.ladder import measure_point
     from tests.analysis.runs import rows_table
 
     settings = LadderSettings(point_s=50.0, warmup_s=10.0, request_limit_s=60.0)
@@ -341,7 +342,7 @@ def test_an_excluded_bisection_point_keeps_the_capacity() -> None:
 
 
 def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> None:
-    from pddbench.harness.main_job import (
+    from pddbench.harness.jobs.main_job import (
         DEPLOY_ALLOWANCE_S,
         JOB_BUDGET_S,
         REPORT_RESERVE_S,
@@ -364,7 +365,7 @@ def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> N
 
 
 def test_the_points_table_shows_every_point_with_its_interval_and_exclusion() -> None:
-    from pddbench.harness.main_job import points_table
+    from pddbench.harness.jobs.main_job import points_table
 
     search = LadderSearch(POWERED, target_pct=99.0, origin_s=0.0, base_speedup=10.0)
     _walk(search, [(400, 400), (400, 300)])

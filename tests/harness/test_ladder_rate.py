@@ -10,11 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.plan.ladder import LadderSearch, PointMeasure
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, PointWindow, Schedule
 from pddbench.harness.plan.ladder_rate import plan_point, scale_for_rate
 from pddbench.harness.plan.schedule_index import ScheduleIndex
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 
 BASE = 10.0
 LADDER = dataclasses.replace(DEFAULT_LADDER, time_budget_s=None)  # x4 ... x32, powered
@@ -131,7 +132,7 @@ def test_the_load_scale_search_stops_at_the_cap_with_the_closest_rate() -> None:
 
 
 def test_the_plan_names_the_rate_rungs() -> None:
-    from pddbench.harness.main_job import main_ladder, plan_text
+    from pddbench.harness.jobs.main_job import main_ladder, plan_text
 
     text = plan_text(main_ladder(3), 3, origin_rps=3.84)
     assert "ladder of offered rates 3.84, 7.68, 15.4, 30.7 req/s" in text

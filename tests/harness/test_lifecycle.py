@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pddbench.harness.config.replay import ApiConfig
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
-from pddbench.harness.drive.client import ApiConfig
 from pddbench.harness.drive.lifecycle import RequestLifecycle, Settled
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import Journal, RequestRecord, finalize_journal
@@ -59,7 +59,8 @@ def _prompt_or_fail(req: PlannedRequest) -> list[int]:
 
 def test_asyncio_backend_records_a_client_exception_as_a_failure(tmp_path: Path) -> None:
     table = chain_trace(sessions=3, turns=2, session_gap_s=0.01, turn_gap_s=0.0, think_s=0.0)
-    from pddbench.harness.plan.sessions import Selection, plan_requests
+    from pddbench.harness.config.replay import Selection
+    from pddbench.harness.plan.sessions import plan_requests
 
     plan = plan_requests(table, Selection())
 
@@ -93,7 +94,7 @@ WORKER = textwrap.dedent(
     from pddbench.harness.drive.locust.job import RECORD_FIELDS
     from pddbench.harness.drive.locust.worker_agent import ShardDriver
     from pddbench.harness.drive.replay import prepare
-    from pddbench.harness.plan.options import ReplayOptions
+    from pddbench.harness.config.replay import ReplayOptions
     from pddbench.workloads.traceio import read_trace
     from tests.harness.test_lifecycle import FAILING, _prompt_or_fail
 

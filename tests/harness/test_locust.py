@@ -21,9 +21,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pddbench.harness.drive.client import ApiConfig
+from pddbench.harness.config.replay import ApiConfig, ReplayOptions
+from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.locust import run_locust_replay
-from pddbench.harness.drive.replay import ReplayOptions, ReplayPlan, prepare, run_replay
+from pddbench.harness.drive.replay import ReplayPlan, prepare, run_replay
 from pddbench.harness.rundir.folder import RunPaths, new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import build_table, read_trace, write_trace
@@ -128,7 +129,7 @@ def test_two_workers_record_every_request_once_and_agree_with_asyncio(tmp_path, 
         paths, manifest = _new(tmp_path, label)
         if label == "locust":
             l_paths = paths
-            outcome = run_locust_replay(plan, options, url, paths, manifest, workers=2)
+            outcome = run_locust_replay(Drive(plan, options, url, paths, manifest), workers=2)
         else:
             run_replay(plan, options, url, paths, manifest)
             asyncio_runs.append(_records(paths))
@@ -189,7 +190,7 @@ def test_worker_killed_mid_run_leaves_incomplete_run_with_its_records(tmp_path, 
 
     def run() -> None:
         outcome["value"] = run_locust_replay(
-            plan, options, url, paths, manifest, workers=2, worker_timeout_s=2.0
+            Drive(plan, options, url, paths, manifest), workers=2, worker_timeout_s=2.0
         )
 
     thread = threading.Thread(target=run)
@@ -236,7 +237,7 @@ def test_faults_become_the_same_error_classes(tmp_path, server) -> None:
     options = ReplayOptions(integrity_seed=0, api=api)
     plan = _plan(tmp_path, options, sessions=7, turns=2, suffix=suffix)
     paths, manifest = _new(tmp_path, "faults")
-    run_locust_replay(plan, options, url, paths, manifest, workers=1)
+    run_locust_replay(Drive(plan, options, url, paths, manifest), workers=1)
     df = _records(paths)
     cls = dict(zip(df.request_id, df.error_class, strict=True))
     assert cls["s0-t0-http500"] == "http"
@@ -256,7 +257,7 @@ def test_unreachable_server_and_duration_cap(tmp_path) -> None:
     options = ReplayOptions(max_duration_s=0.25)  # sessions start every 0.1 s until 0.5 s
     plan = _plan(tmp_path, options, sessions=6, turns=2, gap=0.1)
     paths, manifest = _new(tmp_path, "refused")
-    run_locust_replay(plan, options, "http://127.0.0.1:9", paths, manifest, workers=1)
+    run_locust_replay(Drive(plan, options, "http://127.0.0.1:9", paths, manifest), workers=1)
     df = _records(paths)
     assert (df.error_class == "connect").all()
     m = _manifest(paths)
@@ -272,8 +273,10 @@ def test_unreachable_server_and_duration_cap(tmp_path) -> None:
 _RUN_SCRIPT = """
 import sys
 from pathlib import Path
+from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.locust import run_locust_replay
-from pddbench.harness.drive.replay import ReplayOptions, prepare
+from pddbench.harness.drive.replay import prepare
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.workloads.traceio import read_trace
@@ -282,7 +285,7 @@ options = ReplayOptions()
 plan = prepare(read_trace(Path(trace)), options)
 paths = new_run(out, "sigint")
 manifest = RunManifest.begin(argv=[], run_id=paths.run_id)
-outcome = run_locust_replay(plan, options, url, paths, manifest, workers=2)
+outcome = run_locust_replay(Drive(plan, options, url, paths, manifest), workers=2)
 sys.exit(130 if outcome.interrupted else 0)
 """
 

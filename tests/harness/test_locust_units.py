@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pddbench.harness.drive.client import ApiConfig, ApiKind
+from pddbench.harness.config.replay import (
+    ApiConfig,
+    ApiKind,
+    OnError,
+    ReplayOptions,
+    Selection,
+    ThinkPolicy,
+)
 from pddbench.harness.drive.framing import FramingError, ResponseFramer
 from pddbench.harness.drive.locust.clock_sync import ClockSample, estimate
 from pddbench.harness.drive.locust.cpu import cpu_verdict
@@ -28,9 +35,7 @@ from pddbench.harness.drive.locust.run_state import WorkerState, cap_hit, judge_
 from pddbench.harness.drive.locust.sharding import ShardSummary, shard_plan, task_groups
 from pddbench.harness.drive.stream import StreamAccumulator
 from pddbench.harness.drive.stream_records import SseReader, settle_record
-from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.player import OnError, PlannedRequest, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.records import RequestRecord
 
 # ------------------------------------------------------------------ sharding

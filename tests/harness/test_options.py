@@ -9,15 +9,11 @@ from typing import Any
 import click
 import pytest
 
-from pddbench.harness.cli.nightly import ReplaySettings
-from pddbench.harness.cli.options import (
-    OPTION_FIELDS,
-    SCENARIO_FIELDS,
-    build_options,
-    selection_options,
-)
+from pddbench.harness.cli.options import OPTION_FIELDS, SCENARIO_FIELDS, selection_options
 from pddbench.harness.cli.replay import replay
-from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.config.nightly import ReplaySettings
+from pddbench.harness.config.replay import ReplayOptions
+from pddbench.harness.config.replay_text import build_options
 
 NON_DEFAULT: dict[str, Any] = {
     "window": "1m/2m",

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.config.replay import OnError, Selection, ThinkPolicy
+from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.workloads.traceio import build_table
 
 

@@ -9,7 +9,7 @@ from pddbench.harness.deploy.prewarm import warm_bytes, warm_pairs
 def test_pdd_warms_p_and_rld_to_every_md() -> None:
     pdd = load_scenario("pdd")
     assert pdd.deployment is not None
-    roles = {str(i["id"]): i["role"] for i in pdd.deployment["instances"]}
+    roles = {i.id: i.role for i in pdd.deployment.instances}
     mds = [n for n, r in roles.items() if r == "main-decode"]
     senders = {n for n, r in roles.items() if r in ("prefill", "relay-decode")}
     assert mds and "rld0" in senders and "p0" in senders

@@ -9,9 +9,10 @@ import pyarrow as pa
 
 from pddbench.harness.analysis.breakdowns import available_dimensions
 from pddbench.harness.analysis.recordset import CATEGORY_COLUMNS, NUMERIC_COLUMNS, RecordSet
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.drive.stream_records import record_for, skipped_record
 from pddbench.harness.plan.player import DueRequest
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.records import (
     RECORD_FIELDS,
     RECORDS_SCHEMA,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pddbench.harness.plan.player import OnError, PlannedRequest, SessionPlayer
+from pddbench.harness.config.replay import OnError
+from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
 
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from pddbench.errors import UserError
+from pddbench.harness.cli.netem import netem
 from pddbench.netem import nsutil
-from pddbench.netem.cli import netem
 
 from .conftest import needs_root, new_test_run_id
 
@@ -78,7 +78,7 @@ def test_bad_scenario_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_up_holds_the_network_until_down(scenario: Path) -> None:
     run_id = new_test_run_id()
-    code = "from pddbench.netem.cli import netem; netem()"
+    code = "from pddbench.harness.cli.netem import netem; netem()"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "up", "--scenario", str(scenario), "--run-id", run_id],
         stdout=subprocess.PIPE,

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from pddbench.errors import UserError
+from pddbench.harness.cli.netem_network import load_network_config, network_from_mapping
 from pddbench.netem.plan import EMULATED_NET, check_run_id, plan_topology
-from pddbench.netem.scenario import load_network_config, network_from_mapping
 from pddbench.netem.topology_config import NetworkConfig
 
 

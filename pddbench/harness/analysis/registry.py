@@ -31,11 +31,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.recordset import RecordSet
-from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, Distribution, describe
 from pddbench.harness.analysis.units import Unit, factor
+from pddbench.harness.config.cost import CostModel
+from pddbench.harness.config.sla import DEFAULT_SLA, SLA
 
 
 class Kind(StrEnum):

@@ -27,16 +27,16 @@ from pydantic import BaseModel, ValidationError
 
 from pddbench.errors import UNKNOWN_RUN_KEY, UserError, first_problem
 from pddbench.harness.analysis.capacity import CapacityCurve, curve_from_verdict
-from pddbench.harness.analysis.cost import CostModel, cost_from_mapping
 from pddbench.harness.analysis.recordset import (
     CATEGORY_COLUMNS,
     NUMERIC_COLUMNS,
     TOKEN_TIMES,
     RecordSet,
 )
-from pddbench.harness.analysis.sla import SLA, sla_from_mapping
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.config.cost import CostModel
+from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.ladder import LadderVerdict, read_verdict
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import REQUIRED_COLUMNS, latency_columns
 
@@ -67,14 +67,12 @@ class RunData:
 
     def cost(self) -> CostModel | None:
         """The scenario's cost model, or None when it declares none (absent or empty)."""
-        data = self.manifest.scenario.get("cost") or None
-        where = str(RunPaths(self.path).manifest)
-        return cost_from_mapping(data, where=where, unknown=UNKNOWN_RUN_KEY)
+        return self.manifest.scenario.cost
 
 
 def scenario_sla(manifest: RunManifest, where: Path) -> SLA | None:
     """The SLA declared in a manifest's scenario (None when absent or an empty table)."""
-    data = manifest.scenario.get("sla") or None
+    data = manifest.scenario.sla or None
     if data is None:
         return None
     return sla_from_mapping(data, where=str(where), unknown=UNKNOWN_RUN_KEY)
@@ -156,15 +154,6 @@ def read_capacity(path: Path) -> CapacityCurve:
     if verdict is not None:
         return curve_from_verdict(verdict)
     return _read_model(path, CapacityCurve)
-
-
-def read_verdict(path: Path) -> LadderVerdict | None:
-    """The ladder verdict in a capacity file (``None`` for an older curve file)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    return _read_model(path, LadderVerdict, text) if '"basis"' in text else None
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -21,7 +21,6 @@ from pddbench.harness.analysis.breakdowns import (
     error_table,
 )
 from pddbench.harness.analysis.capacity import CapacityCurve
-from pddbench.harness.analysis.cost import CostModel
 from pddbench.harness.analysis.metrics.session import task_completion_times
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.registry import Context, MetricRegistry, MetricSet, default_registry
@@ -39,9 +38,10 @@ from pddbench.harness.analysis.series import (
     ttft_timeline,
 )
 from pddbench.harness.analysis.server import ServerCounters, server_counters
-from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.config.cost import CostModel
+from pddbench.harness.config.sla import DEFAULT_SLA, SLA
+from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.manifest import RunManifest
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pddbench.harness.analysis.sla import DEFAULT_SLA
+from pddbench.harness.config.sla import DEFAULT_SLA
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import RECORDS_SCHEMA

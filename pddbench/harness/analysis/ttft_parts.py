@@ -67,8 +67,7 @@ class ClockJoin:
         wall = clock.origin_wall
         wall_s = datetime.fromisoformat(wall).timestamp() if wall else None
         mono = clock.origin_monotonic_s if clock.kind == "monotonic" else None
-        name = manifest.host.get("hostname") or manifest.host.get("name")
-        return cls(mono, wall_s, str(name) if name else None)
+        return cls(mono, wall_s, manifest.host.name or None)
 
     @classmethod
     def here(cls, clock: Callable[[], float]) -> ClockJoin:

@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pddbench.harness.analysis.cost import CostModel
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.config.cost import CostModel
+from pddbench.harness.rundir.ladder import LadderVerdict
 
 VerdictBasis = Literal["capacity", "load-bounded", "refused", "failed"]
 

@@ -1,101 +1,26 @@
 """The request options every replay-like command shares, and how they become ReplayOptions.
 
 Owns the click declarations of the trace-selection, timing and client options
-(:func:`selection_options`) and of path options (:func:`path_option`), the parsing of
-their text (durations, windows) and :func:`build_options`, the one way from their values
-to a validated :class:`~pddbench.harness.plan.options.ReplayOptions` (``replay``,
-``capacity`` and the nightly config all go through it). :data:`OPTION_FIELDS` says which
-field of the model each option sets; a test holds the two together. Must not run anything.
+(:func:`selection_options`) and of path options (:func:`path_option`); their values become
+a :class:`~pddbench.harness.config.replay.ReplayOptions` through
+:func:`~pddbench.harness.config.replay_text.build_options` (``replay``, ``capacity`` and
+the nightly config all go through it). :data:`OPTION_FIELDS` says which field of the model
+each option sets; a test holds the two together. Must not run anything.
 """
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pddbench.errors import UserError
-from pddbench.harness.drive.client import ApiConfig, ApiKind
-from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.player import OnError, ThinkPolicy
-from pddbench.harness.plan.sessions import Selection
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h|d|w)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
-
-
-def parse_duration(text: str, what: str, *, positive: bool = False) -> float:
-    """``"90"``, ``"1.5s"``, ``"10m"``, ``"2h"``, ``"3d"`` → seconds (``positive``: > 0)."""
-    m = _DURATION.match(text)
-    if not m:
-        raise UserError(f"{what}: {text!r} is not a duration (e.g. 90, 30s, 10m, 2h, 3d)")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if positive and seconds <= 0:
-        raise UserError(f"{what}: {text!r} must be longer than 0 s")
-    return seconds
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """``START/DURATION`` (both durations from the trace's start) → (start_s, duration_s)."""
-    if "/" not in text:
-        raise UserError(f"--window {text!r}: expected START/DURATION, e.g. 3d/10m")
-    start, duration = text.split("/", 1)
-    return parse_duration(start, "--window start"), parse_duration(duration, "--window duration")
-
-
-def build_options(
-    *,
-    window: str | None,
-    sample: float,
-    speedup: float,
-    max_requests: int | None,
-    seed: int,
-    think_policy: str,
-    on_error: str,
-    api: str,
-    model: str | None,
-    max_concurrency: int | None,
-    timeout: str,
-    stall_timeout: str,
-    token_times: bool,
-    duration: str | None = None,
-) -> ReplayOptions:
-    """Command-line values → validated :class:`ReplayOptions` (one-line errors)."""
-    start = window_length = None
-    if window:
-        start, window_length = parse_window(window)
-    try:
-        selection = Selection(
-            window_start_s=start,
-            window_duration_s=window_length,
-            sample=sample,
-            max_requests=max_requests,
-            speedup=speedup,
-            seed=seed,
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if max_concurrency is not None and max_concurrency <= 0:
-        raise UserError("--max-concurrency must be > 0")
-    return ReplayOptions(
-        selection=selection,
-        think_policy=ThinkPolicy(think_policy),
-        on_error=OnError(on_error),
-        api=ApiConfig(
-            kind=ApiKind(api),
-            model=model,
-            request_timeout_s=parse_duration(timeout, "--timeout", positive=True),
-            stall_timeout_s=parse_duration(stall_timeout, "--stall-timeout", positive=True),
-            keep_token_times=token_times,
-        ),
-        max_concurrency=max_concurrency,
-        max_duration_s=(
-            parse_duration(duration, "--duration", positive=True) if duration is not None else None
-        ),
-    )
+from pddbench.harness.config.replay import (
+    ApiKind,
+    OnError,
+    ThinkPolicy,
+)
 
 
 def path_option(*decls: str, help: str, file_okay: bool = True, dir_okay: bool = True, **kw: Any):

@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import build_options, path_option, selection_options
+from pddbench.harness.cli.options import path_option, selection_options
+from pddbench.harness.config.replay_text import build_options
 from pddbench.harness.rundir.folder import DEFAULT_OUT
 
 DEFAULT_SCENARIOS = ("same-dc-pd", "cross-dc-pd", "pdd")
@@ -185,7 +186,7 @@ def replay(
     if workers < 1:
         raise UserError("--workers must be >= 1")
     from pddbench.harness.drive.locust import LocustSettings
-    from pddbench.harness.pipeline import replay_main
+    from pddbench.harness.jobs.replay import replay_main
 
     locust = None
     if engine == "locust":
@@ -221,6 +222,6 @@ def replay(
 
 def _resume(run_dir: Path, no_emulation: bool, no_probe_check: bool) -> int:
     """Continue the run with the trace and options its manifest records."""
-    from pddbench.harness.pipeline import resume_main
+    from pddbench.harness.jobs.replay import resume_main
 
     return resume_main(run_dir, emulate=not no_emulation, check_probes=not no_probe_check)

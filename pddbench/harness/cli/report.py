@@ -15,9 +15,9 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.sla import parse_sla_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, parse_percentiles
 from pddbench.harness.cli.options import path_option
+from pddbench.harness.config.sla import parse_sla_overrides
 
 
 def _percentiles(text: str | None) -> tuple[float, ...]:

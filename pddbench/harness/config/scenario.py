@@ -28,6 +28,7 @@ Must not start anything.
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 from importlib import resources
@@ -39,16 +40,22 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.cost import Chips, CostModel, CostSettings, derive_cost
-from pddbench.harness.analysis.sla import SLA
-from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SiteConfig
+from pddbench.harness.config.cost import Chips, CostModel, CostSettings, derive_cost
+from pddbench.harness.config.sla import SLA
+from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SegmentConfig, SiteConfig
 from pddbench.servers import profiles
-from pddbench.servers.config import DeploymentConfig, deployment_table, error_lines
+from pddbench.servers.config import (
+    DeploymentConfig,
+    InstanceConfig,
+    deployment_table,
+    error_lines,
+)
 
 SCENARIO_PACKAGE = "pddbench.scenarios"
 
@@ -103,16 +110,51 @@ class ClientSettings(_Strict):
         return self
 
 
+def _as_written(model: type[BaseModel], doc: str, drop: tuple[str, ...], **more: Any) -> Any:
+    """A model of ``model``'s table as a scenario writes it: its fields, types and defaults
+    (no second copy of them), less ``drop``, plus ``more``. What the whole must satisfy is
+    checked by ``model`` itself when the harness builds it from the table."""
+    fields = {n: (f.annotation, f) for n, f in model.model_fields.items() if n not in drop}
+    name = "Scenario" + model.__name__.removesuffix("Config")
+    return create_model(name, __base__=_Strict, __doc__=doc, **fields, **more)
+
+
+# ``[network]``: netem's NetworkConfig less ``sites`` (the instances' datacenters give
+# them), plus ``site_segments`` (a segment per site)
+ScenarioNetwork = _as_written(
+    NetworkConfig,
+    "The ``[network]`` table of a scenario (sites derived from the instances).",
+    ("sites",),
+    site_segments=(dict[str, SegmentConfig], Field(default_factory=dict)),
+)
+# ``[deployment]``: the servers' DeploymentConfig less the name (the scenario's) and with
+# addresses optional (loopback ports, or the emulated namespaces', are the harness's)
+ScenarioInstance = _as_written(
+    InstanceConfig,
+    "One ``[[deployment.instances]]`` entry.",
+    ("address", "listen"),
+    address=(str | None, None),
+    listen=(str | None, None),
+)
+ScenarioDeployment = _as_written(
+    DeploymentConfig,
+    "The ``[deployment]`` table of a scenario (reference servers).",
+    ("name", "instances"),
+    name=(str | None, None),
+    instances=(list[ScenarioInstance], ...),
+)
+
+
 class Scenario(_Strict):
     """A validated scenario (see the module docstring)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
     description: str = ""
     requires: list[Literal["gpu"]] = Field(default_factory=list)  # refused where unmet
-    deployment: dict[str, Any] | None = None
+    deployment: ScenarioDeployment | None = None  # type: ignore[valid-type]
     engines: list[EngineInstance] = Field(default_factory=list)
     front_door: str | None = None
-    network: dict[str, Any] | None = None
+    network: ScenarioNetwork | None = None  # type: ignore[valid-type]
     emulation_scale: float | Literal["auto"] = "auto"
     scale_source: str = ""  # how the scale was chosen (set by ``resolved``)
     startup_timeout_s: float = Field(60.0, gt=0)
@@ -148,10 +190,10 @@ class Scenario(_Strict):
 
     @field_validator("deployment")
     @classmethod
-    def _valid_deployment(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _valid_deployment(cls, v: BaseModel | None) -> BaseModel | None:
         """The reference deployment, validated by the servers' own schema at load."""
         if v is not None:
-            _deployment_config(v, "scenario")
+            _deployment_config(v.model_dump(exclude_unset=True), "scenario")
         return v
 
     @model_validator(mode="after")
@@ -185,25 +227,22 @@ class Scenario(_Strict):
     def instance_sites(self) -> list[tuple[str, str]]:
         """(instance name, site) for every instance, in declaration order."""
         if self.deployment is not None:
-            return [
-                (str(i["id"]), str(i.get("datacenter", "dc-a")))
-                for i in self.deployment["instances"]
-            ]
+            return [(i.id, i.datacenter) for i in self.deployment.instances]
         return [(e.name, e.site) for e in self.engines]
 
-    @property
+    @functools.cached_property
     def deployment_config(self) -> DeploymentConfig:
-        """The reference deployment as the servers read it (loopback addresses)."""
+        """The reference deployment as the servers read it (loopback addresses); built once."""
         if self.deployment is None:
             raise UserError(f"scenario {self.name} has no [deployment]")
-        return _deployment_config(self.deployment, self.name)
+        return _deployment_config(self.deployment.model_dump(exclude_unset=True), self.name)
 
     @property
     def front_door_name(self) -> str:
         if self.front_door:
             return self.front_door
         if self.deployment is not None:
-            routers = [i["id"] for i in self.deployment["instances"] if i.get("role") == "router"]
+            routers = [i.id for i in self.deployment.instances if i.role == "router"]
             return str(routers[0]) if routers else ""
         return self.engines[0].name
 
@@ -212,7 +251,7 @@ class Scenario(_Strict):
         """The reference servers' token seed (their output is checked token by token)."""
         if self.deployment is None:
             return None
-        return int(self.deployment.get("seed", 0))
+        return int(self.deployment.seed)
 
     @property
     def cost_model(self) -> CostModel | None:
@@ -247,8 +286,9 @@ class Scenario(_Strict):
         sites: dict[str, list[str]] = {}
         for name, site in self.instance_sites():
             sites.setdefault(site, []).append(name)
-        data = dict(self.network)
-        segments = data.pop("site_segments", {})
+        data = self.network.model_dump(exclude_unset=True)
+        data.pop("site_segments", None)
+        segments = self.network.site_segments
         client_site = self.client.site or dict(self.instance_sites())[self.front_door_name]
         data["sites"] = [
             SiteConfig(name=s, instances=members, segment=segments.get(s))
@@ -284,7 +324,10 @@ class Scenario(_Strict):
     def manifest(self) -> dict[str, Any]:
         """The scenario as recorded in a run's manifest ([sla] as written, the cost as
         derived from the deployment: total and breakdown)."""
-        data = self.model_dump(mode="json", exclude={"sla", "cost"})
+        data = self.model_dump(mode="json", exclude={"sla", "cost", "network", "deployment"})
+        for key in ("deployment", "network"):  # as the scenario wrote them
+            table = getattr(self, key)
+            data[key] = table.model_dump(mode="json", exclude_unset=True) if table else None
         data["sla"] = self.sla.model_dump(mode="json", exclude_unset=True) if self.sla else {}
         cost = self.cost_model
         data["cost"] = cost.model_dump(mode="json") if cost else {}

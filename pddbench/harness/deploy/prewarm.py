@@ -26,19 +26,16 @@ def warm_pairs(scenario: Scenario) -> dict[str, list[str]]:
     """Sender instance → the receivers in other sites it pre-warms."""
     if scenario.deployment is None:
         return {}
-    insts = scenario.deployment["instances"]
+    insts = scenario.deployment.instances
     out: dict[str, list[str]] = {}
     for s in insts:
-        if s.get("role") not in SENDERS:
+        if s.role not in SENDERS:
             continue
-        site = s.get("datacenter", "dc-a")
         peers = [
-            str(r["id"])
-            for r in insts
-            if r.get("role") not in NOT_RECEIVERS and r.get("datacenter", "dc-a") != site
+            r.id for r in insts if r.role not in NOT_RECEIVERS and r.datacenter != s.datacenter
         ]
         if peers:
-            out[str(s["id"])] = peers
+            out[s.id] = peers
     return out
 
 

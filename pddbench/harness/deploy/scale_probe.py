@@ -92,7 +92,8 @@ def probed(scenario: Scenario, backend: str, *, echo: Callable[[str], None]) -> 
     first = float(auto.emulation_scale)
     if not auto.network_config().links:  # no WAN link: nothing the scale could starve
         return auto
-    key = json.dumps([scenario.network, first], sort_keys=True, default=str)
+    network = scenario.network.model_dump(mode="json", exclude_unset=True)
+    key = json.dumps([network, first], sort_keys=True)
     if key not in _PROBED:
         echo(f"pddbench: probing the automatic emulation scale 1/{first:g} on this host ...")
         _PROBED[key] = choose_probed_scale(first, _measure_on_host(auto))

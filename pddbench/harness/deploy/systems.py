@@ -9,7 +9,8 @@ success, error, Ctrl-C or SIGTERM.
 
 * Emulated (a ``[network]`` and root): one namespace per instance via ``pddbench.netem``;
   each reference instance is one host process in its namespace; the client runs in the
-  ``client`` namespace, in a thread of its own bound to it (:func:`run_in_client_netns`):
+  ``client`` namespace, in a thread of its own bound to it
+  (:func:`~pddbench.harness.drive.netns.run_in_client_netns`):
   the main thread never enters an emulated namespace.
 * Loopback (no ``[network]``, or ``--no-emulation``): reference instances in one host
   process on 127.0.0.1 ports chosen by the OS; engines on their configured ports.
@@ -27,15 +28,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.lifeline import Lifeline, child_setup
+from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.sections import DeploymentInfo
 
 REFERENCE_PORT = 8000
 T = TypeVar("T")
@@ -51,18 +54,6 @@ class Instance:
     url: str | None = None  # base URL, when known
     health_path: str = "/health"
     startup_timeout_s: float = 60.0
-
-
-@dataclass
-class DeploymentInfo:
-    """What the manifest records about a deployment."""
-
-    mode: str  # "emulated" | "loopback"
-    front_door: str = ""
-    instances: dict[str, str] = field(default_factory=dict)  # name -> URL
-    topology: dict[str, Any] | None = None
-    links: list[dict[str, Any]] = field(default_factory=list)
-    prewarmed: list[dict[str, Any]] = field(default_factory=list)  # KV peer connections
 
 
 def log_tail(path: Path, lines: int = 8) -> str:
@@ -159,7 +150,6 @@ def _read_announcements(
 
 def _drain(stream: IO[bytes] | None, log: Path) -> None:
     """Copy the rest of a child's stdout into its log (in a daemon thread)."""
-    import threading
 
     if stream is None:
         return
@@ -176,7 +166,7 @@ def _drain(stream: IO[bytes] | None, log: Path) -> None:
 def reference_deployment(scenario: Scenario, addresses: dict[str, str]) -> dict[str, Any]:
     """The reference deployment with instance addresses and the emulation byte scale."""
     assert scenario.deployment is not None
-    dep = json.loads(json.dumps(scenario.deployment))
+    dep = scenario.deployment.model_dump(mode="json", exclude_unset=True)
     dep.setdefault("name", scenario.name)
     if scenario.network is not None:
         dep["byte_scale"] = scenario.byte_scale
@@ -327,12 +317,7 @@ def _emulated(
                     )
                 )
         client_ns = topo.netns("client")
-        run_in_client_netns(client_ns, lambda: wait_healthy(instances))
-        urls = {i.name: i.url or "" for i in instances}
-        if scenario.is_reference:
-            from pddbench.harness.deploy.prewarm import prewarm
-
-            info.prewarmed = run_in_client_netns(client_ns, lambda: prewarm(scenario, urls))
+        info.prewarmed = run_in_client_netns(client_ns, lambda: _ready(scenario, instances))
         info.instances = {i.name: i.url or "" for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
@@ -343,6 +328,17 @@ def _emulated(
             _terminate([i.proc for i in instances])
             if wan is not None:  # the schedule's timeline joins the probes in links.parquet
                 write_link_probes(probes, str(paths.links), wan.stop())
+
+
+def _ready(scenario: Scenario, instances: list[Instance]) -> list[Any]:
+    """From the client's side: every instance healthy, then (reference servers) prewarmed;
+    the prewarm results."""
+    wait_healthy(instances)
+    if not scenario.is_reference:
+        return []
+    from pddbench.harness.deploy.prewarm import prewarm
+
+    return prewarm(scenario, {i.name: i.url or "" for i in instances})
 
 
 def _jsonable(obj: object) -> object:
@@ -372,72 +368,6 @@ def emulation_problem() -> str | None:
     from pddbench.netem.backend import emulation_problem as problem
 
     return problem()
-
-
-_RELAYED = {signal.SIGINT, signal.SIGTERM}  # what run_in_client_netns relays to the client
-
-
-def run_in_client_netns(name: str | None, fn: Callable[[], T]) -> T:
-    """``fn()`` in a thread bound to the client namespace ``name`` (None: here, loopback).
-
-    The main thread never enters an emulated namespace: a cleanup that kills processes by
-    namespace inode (``pddbench netem cleanup``) would otherwise SIGKILL the harness
-    itself. It waits for the client thread and relays Ctrl-C / SIGTERM (as
-    ``KeyboardInterrupt`` or ``Terminated``) to the client through ``interrupts``, then
-    returns what the client returned (an interrupted outcome) — a second signal while it
-    finishes is relayed again.
-    """
-    if name is None:
-        return fn()
-    from pddbench.harness.drive import interrupts
-    from pddbench.netem import nsutil
-
-    box: dict[str, Any] = {}
-    done = threading.Event()  # waited on, not Thread.join: a join interrupted by Ctrl-C
-    # can leave the thread looking finished (CPython 3.11)
-
-    def target() -> None:
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)  # not blocked in children
-            fd = os.open(nsutil.netns_path(name), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                nsutil.setns(fd)
-            finally:
-                os.close(fd)
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=target, name=f"client-{name}", daemon=True)
-    # A signal while the thread starts would surface in Thread.start, outside the loop
-    # below (seen in CI: a Ctrl-C right after the client registered escaped as a
-    # KeyboardInterrupt); held until the loop's first wait, it is relayed like any other.
-    signal.pthread_sigmask(signal.SIG_BLOCK, _RELAYED)
-    try:
-        thread.start()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)
-        raise
-    held = True  # unblocked inside the try below, even when the client is already done
-    unheard: BaseException | None = None  # a signal no client was there to take
-    while True:
-        try:
-            if held:
-                held = False
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, _RELAYED)
-            if done.is_set():
-                break
-            done.wait(0.2)
-        except BaseException as exc:  # Ctrl-C or SIGTERM (Terminated) in the main thread
-            if not interrupts.interrupt_all():
-                unheard = exc
-    if "error" in box:
-        raise box["error"]
-    if unheard is not None:
-        raise unheard
-    return box["value"]
 
 
 @contextlib.contextmanager

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 
 import orjson
 
+from pddbench.harness.config.replay import ApiConfig, ApiKind
 from pddbench.harness.drive.aio.http1 import (
     ConnectFailed,
     ExchangeTimeout,
@@ -38,33 +37,6 @@ from pddbench.harness.drive.stream_records import (
 from pddbench.harness.drive.stream_records import fail_record as _fail
 from pddbench.harness.drive.stream_records import finish_record as _finish
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
-
-
-class ApiKind(StrEnum):
-    OPENAI = "openai"
-    SGLANG = "sglang"
-
-
-@dataclass(frozen=True)
-class ApiConfig:
-    """How to talk to the server under test."""
-
-    kind: ApiKind = ApiKind.OPENAI
-    path: str | None = None  # default: /v1/completions (openai) or /generate (sglang)
-    model: str | None = None
-    ignore_eos: bool = True
-    send_min_tokens: bool = True
-    return_token_ids: bool = True
-    request_timeout_s: float = 900.0
-    stall_timeout_s: float = 120.0
-    connect_timeout_s: float = 10.0
-    keep_token_times: bool = False
-
-    @property
-    def endpoint(self) -> str:
-        if self.path:
-            return self.path
-        return "/generate" if self.kind is ApiKind.SGLANG else "/v1/completions"
 
 
 def encode_json(body: dict) -> bytes:

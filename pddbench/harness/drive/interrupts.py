@@ -1,7 +1,7 @@
 """Ctrl-C / SIGTERM for a client that runs off the main thread.
 
 Signals reach only the main thread. When the replay client runs in its own thread (bound
-to the emulated client namespace, ``deploy.systems.run_in_client_netns``), it registers
+to the emulated client namespace, ``drive.netns.run_in_client_netns``), it registers
 what stopping it means here, and the main thread calls :func:`interrupt_all` when a
 signal arrives. Owns only that registry; must not install signal handlers.
 """

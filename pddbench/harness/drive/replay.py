@@ -26,12 +26,12 @@ import pyarrow as pa
 
 from pddbench.aioloop import loop_runner
 from pddbench.errors import UserError
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive import interrupts
 from pddbench.harness.drive.aio.backend import AsyncioEngine, EngineConfig
 from pddbench.harness.drive.live import LiveView
 from pddbench.harness.drive.scrape import MetricsScraper, write_server_metrics
 from pddbench.harness.drive.stream_records import skipped_record
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
 from pddbench.harness.plan.sessions import plan_requests
@@ -43,6 +43,7 @@ from pddbench.harness.rundir.manifest import (
     ServerMetricsInfo,
 )
 from pddbench.harness.rundir.records import Journal, finalize_journal
+from pddbench.harness.rundir.sections import ReplaySection
 from pddbench.harness.rundir.sends import SendLog, count_sends
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
@@ -288,10 +289,10 @@ async def _execute(
     return engine.stats.errors, interrupted
 
 
-def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> dict[str, object]:
-    """The manifest's ``replay`` entry: the target, the options (``ReplayOptions.to_json``,
-    what ``--resume`` reads back) and the plan (every backend writes the same keys)."""
-    return {"target": base_url, **options.to_json(), "plan": plan.selection_note}
+def replay_section(plan: ReplayPlan, options: ReplayOptions, base_url: str) -> ReplaySection:
+    """The manifest's ``replay`` entry: the target, the options (what ``--resume`` reads
+    back) and the plan (every backend writes these; Locust adds its own)."""
+    return ReplaySection(target=base_url, options=options, plan=plan.selection_note)
 
 
 def run_event_loop(coro: Coroutine[object, object, T], manifest: RunManifest) -> T:

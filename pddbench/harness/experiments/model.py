@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -184,6 +185,10 @@ class Experiment:
     def sweep_points(self, quick: bool) -> dict[str, tuple[float, ...]]:
         """The declared points of this run (--quick: ``quick_points`` where declared)."""
         return dict(self.quick_points or self.points) if quick else dict(self.points)
+
+    def measured(self, ctx: RunContext, values: list[Value], **fields: Any) -> Measurement:
+        """This experiment's :class:`Measurement` in ``ctx`` (its id and mode filled in)."""
+        return Measurement(experiment=self.id, quick=ctx.quick, values=values, **fields)
 
     def judge(self, m: Measurement) -> tuple[Verdict, CheckResult | None]:
         """The verdict on a measurement (pure)."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pddbench.errors import UserError
-from pddbench.harness.capacity_run import VERDICT_FILE
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.experiments.model import Experiment, Measurement, RunContext, Value
 from pddbench.harness.experiments.run_replay import child, replay_trace
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
+from pddbench.harness.rundir.folder import CAPACITY
+from pddbench.harness.rundir.ladder import LadderVerdict
 
 SYSTEMS = ("same-dc-pd", "pdd")
 QUICK = (
@@ -56,7 +56,7 @@ FULL = (
 def _ladder(scenario: str, ctx: RunContext) -> tuple[LadderVerdict, str]:
     root = ctx.out.parent
     folder = root / "runs" / f"capacity-{scenario}"
-    path = folder / VERDICT_FILE
+    path = folder / CAPACITY
     if not path.exists():
         ctx.progress(f"capacity ladder of {scenario} ({'quick' if ctx.quick else 'full'})")
         args = ["capacity", "--trace", str(replay_trace(root, ctx)), "--scenario", scenario,
@@ -65,7 +65,7 @@ def _ladder(scenario: str, ctx: RunContext) -> tuple[LadderVerdict, str]:
             args.append("--no-emulation")
         child(args, root, ok=(0, 1, 2))  # 2: a refused search, its verdict still written
         if not path.exists():
-            raise UserError(f"`pddbench capacity` for {scenario} wrote no {VERDICT_FILE}; "
+            raise UserError(f"`pddbench capacity` for {scenario} wrote no {CAPACITY}; "
                             f"see {root / 'runs' / 'replay.log'}")  # fmt: skip
     return LadderVerdict.model_validate_json(path.read_text(encoding="utf-8")), str(
         Path(folder).relative_to(root)

@@ -59,10 +59,9 @@ def run_e2(exp: Experiment, ctx: RunContext) -> Measurement:
         Value(name="uncached_tokens_per_s_at_0", value=ys[0], unit="tokens/s"),
         Value(name="uncached_tokens_per_s_min", value=min(ys), unit="tokens/s"),
     ]
-    return Measurement(
-        experiment=exp.id,
-        quick=ctx.quick,
-        values=values,
+    return exp.measured(
+        ctx,
+        values,
         series=series,
         labels=["compute model (16 x H800 prefill, no packing)"],
         notes=[f"{prompts} prompts of {PROMPT} tokens per point"],
@@ -80,10 +79,9 @@ def run_e7_model(exp: Experiment, ctx: RunContext) -> Measurement:
         Value(name="ed_mean_ms", value=p.ed_mean_s * 1e3, unit="ms"),
         Value(name="ed_max_ms", value=p.ed_max_s * 1e3, unit="ms"),
     ]
-    return Measurement(
-        experiment=exp.id,
-        quick=ctx.quick,
-        values=values,
+    return exp.measured(
+        ctx,
+        values,
         wan_emulated=False,
         labels=["model-priced (bench_handoff_model logic): WAN queueing not modelled"],
         notes=["MD 16 x H20 decoding 32 sequences at 36K tokens; WAN 10 Gbit/s, 15 ms, ±3 ms"],

@@ -164,10 +164,9 @@ def measurement(
 ) -> Measurement:
     wan = all(r.emulated for r in runs)
     labels = [] if wan else ["WAN not emulated (--no-emulation: servers on loopback)"]
-    return Measurement(
-        experiment=exp.id,
-        quick=ctx.quick,
-        values=values,
+    return exp.measured(
+        ctx,
+        values,
         series=series or [],
         runs=[r.rel for r in runs],
         labels=labels,

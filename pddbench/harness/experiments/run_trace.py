@@ -89,10 +89,9 @@ def run_e1(exp: Experiment, ctx: RunContext) -> Measurement:
         )
         for i, b in enumerate(overall.bins)
     ]
-    return Measurement(
-        experiment=exp.id,
-        quick=ctx.quick,
-        values=values,
+    return exp.measured(
+        ctx,
+        values,
         series=series,
         labels=[source],
         notes=["intervals: the lowest and highest week"],
@@ -131,10 +130,9 @@ def run_e3(exp: Experiment, ctx: RunContext) -> Measurement:
         )
         for kb in KV_SIZES_KB
     ]
-    return Measurement(
-        experiment=exp.id,
-        quick=ctx.quick,
-        values=values,
+    return exp.measured(
+        ctx,
+        values,
         series=series,
         labels=[source],
         notes=[

@@ -16,8 +16,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.config.replay import ReplayOptions, Selection
 from pddbench.workloads.schema import Col
 
 LONG_TRACE_S = 3600.0

@@ -69,10 +69,10 @@ import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule, _window
 from pddbench.harness.plan.ladder_rate import PointPlan, plan_point, scale_for_rate
-from pddbench.harness.plan.ladder_verdict import RECORDED, Basis, LadderPoint, LadderVerdict
-from pddbench.harness.plan.sessions import Selection
+from pddbench.harness.rundir.ladder import RECORDED, Basis, LadderPoint, LadderVerdict
 
 CRITERIA = ("ttft", "tpot", "e2e")
 

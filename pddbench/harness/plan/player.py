@@ -17,22 +17,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class ThinkPolicy(StrEnum):
-    """Where a turn's think (tool) time comes from when the trace has none."""
-
-    TRACE = "trace"  # think_time_s from the trace; missing values fall back to ARRIVAL_GAP
-    ARRIVAL_GAP = "arrival-gap"  # child arrival − parent arrival (includes the old service time)
-    ZERO = "zero"  # send the next turn as soon as the previous one completes
-
-
-class OnError(StrEnum):
-    """What happens to a session's later turns when a turn fails."""
-
-    CONTINUE = "continue"  # send them anyway (an agent would retry and carry on)
-    ABORT_SESSION = "abort-session"  # skip every request that depends on the failed one
+from pddbench.harness.config.replay import OnError
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pddbench.harness.plan.player import OnError, PlannedRequest
+from pddbench.harness.config.replay import OnError
+from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.records import Status
 
 SETTLED = frozenset(

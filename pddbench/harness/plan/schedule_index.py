@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pddbench.harness.plan.sessions import Selection, task_groups
+from pddbench.harness.config.replay import Selection
+from pddbench.harness.plan.sessions import task_groups
 from pddbench.workloads.materialize import stable_hash64
 from pddbench.workloads.schema import Col
 

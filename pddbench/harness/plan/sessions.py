@@ -18,37 +18,13 @@ earliest request.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 
-from pddbench.harness.plan.player import PlannedRequest, ThinkPolicy
+from pddbench.harness.config.replay import Selection, ThinkPolicy
+from pddbench.harness.plan.player import PlannedRequest
 from pddbench.workloads.materialize import stable_hash64
 from pddbench.workloads.schema import Col
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which part of a trace to replay, and how fast its sessions arrive."""
-
-    window_start_s: float | None = None
-    window_duration_s: float | None = None
-    sample: float = 1.0
-    max_requests: int | None = None
-    speedup: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.sample <= 1.0:  # NaN fails this too
-            raise ValueError("--sample must be in (0, 1]")
-        if not (math.isfinite(self.speedup) and self.speedup > 0):
-            raise ValueError(f"--speedup must be a finite number > 0, got {self.speedup:g}")
-        if self.max_requests is not None and self.max_requests <= 0:
-            raise ValueError("--max-requests must be > 0")
-        if self.window_duration_s is not None and self.window_duration_s <= 0:
-            raise ValueError("--window duration must be > 0")
 
 
 def task_groups(table: pa.Table) -> np.ndarray:

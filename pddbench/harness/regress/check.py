@@ -19,7 +19,7 @@ from pddbench.errors import UserError
 from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
 from pddbench.harness.analysis.registry import Direction, default_registry, split_key
 from pddbench.harness.analysis.rundir import read_manifest
-from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.config.sla import SLA
 from pddbench.harness.regress.history import (
     RunValues,
     measure,

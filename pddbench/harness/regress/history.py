@@ -26,8 +26,8 @@ from pddbench.errors import UserError
 from pddbench.harness.analysis.registry import Context, MetricRegistry, split_key
 from pddbench.harness.analysis.rundir import load_run, read_manifest
 from pddbench.harness.analysis.rundir import scenario_sla as declared_sla
-from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES
+from pddbench.harness.config.sla import DEFAULT_SLA, SLA, with_overrides
 from pddbench.harness.rundir.folder import RunPaths
 
 

@@ -223,7 +223,8 @@ def hit_shares(report: Report) -> FigureOut | None:
 
     seen: dict[str, object] = {}
     for run in report.runs:
-        key = json.dumps(run.manifest.trace if run.manifest else {}, sort_keys=True, default=str)
+        trace = run.manifest.trace.model_dump(exclude_unset=True) if run.manifest else {}
+        key = json.dumps(trace, sort_keys=True, default=str)
         if key not in seen and run.series.hit_shares.shares.size:
             seen[key] = run
     panels = list(seen.values())[:3]

@@ -22,22 +22,22 @@ from pathlib import Path
 from pddbench.errors import UserError
 from pddbench.harness.analysis.breakdowns import Group
 from pddbench.harness.analysis.capacity import CapacityCurve
-from pddbench.harness.analysis.cost import (
+from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
+from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
+from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
+from pddbench.harness.analysis.rundir import load_run, read_capacity
+from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
+from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
+from pddbench.harness.analysis.units import Unit, fmt
+from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
+from pddbench.harness.config.cost import (
     SENSITIVITY_PRICES,
     CostItem,
     relative,
     relative_bcr,
 )
-from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
-from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
-from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
-from pddbench.harness.analysis.rundir import load_run, read_capacity
-from pddbench.harness.analysis.sla import DEFAULT_SLA, SLA, with_overrides
-from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
-from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
-from pddbench.harness.analysis.units import Unit, fmt
-from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.deploy.emulation import EmulationStatus
+from pddbench.harness.config.sla import DEFAULT_SLA, SLA, with_overrides
+from pddbench.harness.rundir.emulation import EmulationStatus
 
 HEADLINE_KEYS: tuple[str, ...] = (
     *CORE_KEYS,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.analysis.breakdowns import Breakdown
 from pddbench.harness.analysis.units import fmt
-from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
 from pddbench.harness.report.model import Report
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
 
 
 @dataclass(frozen=True)

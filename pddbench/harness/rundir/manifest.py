@@ -30,8 +30,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench import __version__
 from pddbench.errors import UNKNOWN_RUN_KEY, UserError, first_problem
-from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.rundir.folder import MANIFEST
+from pddbench.harness.rundir.emulation import EmulationStatus
+from pddbench.harness.rundir.folder import MANIFEST, RunPaths, new_run
+from pddbench.harness.rundir.sections import (
+    DeploymentInfo,
+    HostInfo,
+    LocustResult,
+    ReplaySection,
+    RunCounts,
+    ScenarioSection,
+    Section,
+    TraceInfo,
+)
 
 
 class RunStatus(StrEnum):
@@ -45,11 +55,7 @@ class RunStatus(StrEnum):
     RECOVERED = "recovered"  # finalised by ``pddbench finalize`` after the harness died
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class RunClock(_Section):
+class RunClock(Section):
     """The monotonic anchor every time in the records is relative to, and its wall time."""
 
     kind: str = "monotonic"
@@ -58,7 +64,7 @@ class RunClock(_Section):
     authority: str | None = None  # who set it, when not this process ("locust master")
 
 
-class ResumeEntry(_Section):
+class ResumeEntry(Section):
     """One ``pddbench replay --resume`` of the run."""
 
     started_at: str
@@ -69,7 +75,7 @@ class ResumeEntry(_Section):
     previous_clock: RunClock | None = None
 
 
-class ServerMetricsInfo(_Section):
+class ServerMetricsInfo(Section):
     """How the instances' ``/metrics`` were scraped into ``server_metrics.parquet``."""
 
     interval_s: float
@@ -79,7 +85,7 @@ class ServerMetricsInfo(_Section):
     last_error: dict[str, str]  # per instance: the last failure's one line
 
 
-class LadderPointInfo(_Section):
+class LadderPointInfo(Section):
     """Which load-ladder point a run is (``pddbench capacity``, the main job)."""
 
     index: int
@@ -96,8 +102,9 @@ class LadderPointInfo(_Section):
     redeployed: str = ""
 
 
-class RunManifest(BaseModel):
-    """``manifest.json``: the configuration that made a run and how the run went."""
+class RunManifest(RunCounts):
+    """``manifest.json``: the configuration that made a run and how the run went (the
+    request counts: :class:`RunCounts`)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -107,7 +114,7 @@ class RunManifest(BaseModel):
     synthetic: bool = False  # written by analysis.synthetic, never by a replay
     command: list[str] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
-    host: dict[str, Any] = Field(default_factory=dict)
+    host: HostInfo = Field(default_factory=HostInfo)
     started_at: str | None = None
     ended_at: str | None = None
     duration_s: float | None = None
@@ -115,29 +122,25 @@ class RunManifest(BaseModel):
     status: RunStatus = RunStatus.RUNNING
     error: str | None = None
     # what was run
-    scenario: dict[str, Any] = Field(default_factory=dict)
-    trace: dict[str, Any] = Field(default_factory=dict)
+    scenario: ScenarioSection = Field(default_factory=ScenarioSection)
+    trace: TraceInfo = Field(default_factory=TraceInfo)
     load_scale: float | None = None
     ladder_point: LadderPointInfo | None = None  # a capacity-ladder point's trace window
     emulation: EmulationStatus | None = None  # whether the WAN was emulated (replay)
     emulation_fallback: str | None = None  # older runs' note (before ``emulation``)
     probe_check: bool | None = None  # False: ``--no-probe-check`` (resume keeps it)
-    deployment: dict[str, Any] | None = None
-    links: list[Any] = Field(default_factory=list)
-    replay: dict[str, Any] | None = None
+    deployment: DeploymentInfo | None = None
+    links: list[Any] = Field(default_factory=list)  # the link probes (deployment.links)
+    replay: ReplaySection | None = None
     event_loop: str | None = None
     # how it went
     resumes: list[ResumeEntry] = Field(default_factory=list)
     server_metrics: ServerMetricsInfo | None = None
-    planned_requests: int | None = None
-    sent_requests: int | None = None
-    duration_cap_hit_at_s: float | None = None
-    records: int | None = None
     journal_unreadable_lines: int | None = None
     incomplete_reasons: list[str] | None = None
     suspect: bool | None = None
     suspect_reasons: list[str] | None = None
-    locust: dict[str, Any] | None = None
+    locust: LocustResult | None = None
 
     @classmethod
     def begin(cls, *, argv: list[str], run_id: str) -> RunManifest:
@@ -177,8 +180,7 @@ class RunManifest(BaseModel):
 
     @property
     def scenario_name(self) -> str:
-        name = self.scenario.get("name")
-        return str(name) if name else self.run_id
+        return self.scenario.name or self.run_id
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as it stands on disk (only the keys that were set)."""
@@ -212,6 +214,41 @@ class RunManifest(BaseModel):
             raise UserError(f"{path}: {loc}: {msg}") from None
 
 
+class RunHead(BaseModel):
+    """What a run's manifest says before its replay starts: what is run, on what, how.
+
+    Only the fields given are written (a ``--target`` run has no emulation, a replay no
+    ladder point), as every run folder has always had it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario: ScenarioSection
+    trace: TraceInfo
+    probe_check: bool | None = None
+    emulation: EmulationStatus | None = None
+    deployment: DeploymentInfo | None = None
+    links: list[Any] | None = None
+    load_scale: float | None = None
+    ladder_point: LadderPointInfo | None = None
+
+    def written(self, manifest: RunManifest) -> None:
+        """Set the given fields on ``manifest``."""
+        for key in self.model_fields_set:
+            setattr(manifest, key, getattr(self, key))
+
+
+def open_run(
+    out_root: str | Path, label: str, *, argv: list[str], head: RunHead
+) -> tuple[RunPaths, RunManifest]:
+    """A fresh run folder with its manifest's head saved (status ``running``): a run that
+    fails before its replay (deployment, probes) is recorded there."""
+    paths = new_run(out_root, label)
+    manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
+    head.written(manifest)
+    manifest.save(paths.root)
+    return paths, manifest
+
+
 def _versions() -> dict[str, str]:
     out = {"pddbench": __version__, "python": sys.version.split()[0]}
     for pkg in ("aiohttp", "numpy", "pandas", "pyarrow", "pyroute2", "locust"):
@@ -222,12 +259,12 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def host_info() -> dict[str, object]:
+def host_info() -> HostInfo:
     """Facts about the machine that ran the client."""
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "kernel": platform.release(),
-        "cpus": os.cpu_count(),
-        "python": sys.version.split()[0],
-    }
+    return HostInfo(
+        hostname=socket.gethostname(),
+        platform=platform.platform(),
+        kernel=platform.release(),
+        cpus=os.cpu_count(),
+        python=sys.version.split()[0],
+    )

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from pddbench.harness.analysis.cost import bcr
 from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.registry import Compute, Context, MetricResult
 from pddbench.harness.analysis.sla import SlaCheck, check
 from pddbench.harness.analysis.stats import ratio
+from pddbench.harness.config.cost import bcr
 
 
 def attainment(target: Callable[[SlaCheck], np.ndarray]) -> Compute:

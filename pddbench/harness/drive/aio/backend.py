@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pddbench.harness.config.replay import ApiConfig
 from pddbench.harness.drive.aio.http1 import Http1Pool
-from pddbench.harness.drive.client import ApiConfig, stream_completion
+from pddbench.harness.drive.client import stream_completion
 from pddbench.harness.drive.lifecycle import RequestLifecycle, Settled
 from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.stream_records import record_for, skipped_record

@@ -3,7 +3,7 @@
 Layout (data flows top to bottom):
 
 * ``launcher``  — harness side (no gevent): job folder, master/worker processes, finalising
-  the run folder. :class:`LocustSettings` (``.run``), :func:`run_locust_replay` and
+  the run folder. :class:`LocustSettings` (``.drive``), :func:`run_locust_replay` and
   :func:`run_locust_worker` are the entry points the replay command calls.
 * ``job``, ``protocol`` — what travels between processes (files, message shapes).
 * ``sharding``, ``clock_sync``, ``cpu`` — pure decisions: which worker drives which task

@@ -19,7 +19,8 @@ import gevent
 import numpy as np
 from greenlet import GreenletExit
 
-from pddbench.harness.drive.client import ApiConfig, cut_short, prepare_exchange, settle_reply
+from pddbench.harness.config.replay import ApiConfig
+from pddbench.harness.drive.client import cut_short, prepare_exchange, settle_reply
 from pddbench.harness.drive.locust.ghttp import ConnectFailed, GeventHttp1Pool, StreamCut
 from pddbench.harness.drive.stream_records import (
     fail_record,

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive.replay import ReplayPlan
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.records import RECORD_FIELDS, RequestRecord, Role, columns
@@ -45,7 +46,7 @@ class JobSpec:
 
     base_url: str
     workers: int
-    options: dict[str, object]  # ReplayOptions.to_json()
+    options: ReplayOptions
     journal: str
     job_dir: str
     master_bind_host: str = "127.0.0.1"
@@ -64,13 +65,14 @@ class JobSpec:
 
     def write(self) -> Path:
         path = Path(self.job_dir) / JOB_FILE
-        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        data = {**asdict(self), "options": self.options.to_json()}
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         return path
 
     @classmethod
     def read(cls, job_dir: str | Path) -> JobSpec:
         data = json.loads((Path(job_dir) / JOB_FILE).read_text())
-        return cls(**data)
+        return cls(**{**data, "options": ReplayOptions.from_json(data["options"])})
 
 
 _PLAN_TYPES = {

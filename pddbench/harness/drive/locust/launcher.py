@@ -17,7 +17,6 @@ child processes only.
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import socket
 import subprocess
@@ -29,20 +28,22 @@ from pathlib import Path
 from typing import IO
 
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from pddbench.errors import UserError
 from pddbench.harness.drive import interrupts
+from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.locust.job import (
     PLAN_FILE,
     RESULT_FILE,
     JobSpec,
     write_plan,
 )
-from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.drive.replay import ReplayOutcome, replay_section
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import finalize_journal
+from pddbench.harness.rundir.sections import LocustResult
 
 DEFAULT_MASTER_PORT = 5557
 DEFAULT_WEB_PORT = 8089
@@ -99,39 +100,25 @@ class LocustSettings:
     web_port: int = DEFAULT_WEB_PORT
     worker_timeout_s: float = 10.0
 
-    def run(
-        self,
-        plan: ReplayPlan,
-        options: ReplayOptions,
-        base_url: str,
-        paths: RunPaths,
-        manifest: RunManifest,
-        *,
-        label: str = "",
-    ) -> ReplayOutcome:
-        """:func:`run_locust_replay` with these settings."""
+    def drive(self, run: Drive) -> ReplayOutcome:
+        """:func:`run_locust_replay` with these settings (the
+        :class:`~pddbench.harness.drive.backends.Backend` protocol; the instances'
+        ``/metrics`` are not scraped, and a resume is refused before it gets here)."""
+        if run.resume is not None:
+            raise UserError("--resume continues asyncio-engine runs only (this one used Locust)")
         return run_locust_replay(
-            plan,
-            options,
-            base_url,
-            paths,
-            manifest,
+            run,
             workers=self.workers,
             web_ui=self.web_ui,
             spawn_workers=not self.master,
             master_port=self.master_port if self.master else None,
             web_port=self.web_port,
             worker_timeout_s=self.worker_timeout_s,
-            label=label,
         )
 
 
 def run_locust_replay(
-    plan: ReplayPlan,
-    options: ReplayOptions,
-    base_url: str,
-    paths: RunPaths,
-    manifest: RunManifest,
+    run: Drive,
     *,
     workers: int,
     web_ui: bool = False,
@@ -142,15 +129,18 @@ def run_locust_replay(
     web_port: int = DEFAULT_WEB_PORT,
     worker_timeout_s: float = 10.0,
     connect_timeout_s: float | None = None,
-    label: str = "",
 ) -> ReplayOutcome:
-    """Replay ``plan`` on Locust (a master plus ``workers`` workers); finalises the run folder.
+    """Replay ``run``'s plan on Locust (a master plus ``workers`` workers); finalises its
+    run folder.
 
     ``spawn_workers``: start the workers here (local run); otherwise wait for ``workers``
     remote workers (``pddbench replay --engine locust --worker --master-host THIS_HOST``);
     the master then listens on every interface (``master_bind_host="*"``, port 5557) and
     so does the web UI. ``worker_timeout_s``: silence after which a worker is lost.
     """
+    plan, options, base_url, paths, manifest = (
+        run.plan, run.options, run.base_url, run.paths, run.manifest
+    )  # fmt: skip
     if workers < 1:
         raise UserError("--workers must be >= 1")
     if options.max_concurrency is not None:
@@ -168,7 +158,7 @@ def run_locust_replay(
     spec = JobSpec(
         base_url=base_url.rstrip("/"),
         workers=workers,
-        options=options.to_json(),
+        options=options,
         journal=str(paths.journal),
         job_dir=str(job_dir),
         master_bind_host=master_bind_host,
@@ -178,15 +168,16 @@ def run_locust_replay(
         web_port=web_port,
         worker_timeout_s=worker_timeout_s,
         connect_timeout_s=connect_timeout_s or (60.0 if spawn_workers else 600.0),
-        label=label,
+        label=run.label,
     )
     spec.write()
-    manifest.replay = {
-        **replay_section(plan, options, base_url),
-        "engine": "locust",
-        "workers": workers,
-        "worker_mode": "local" if spawn_workers else "remote",
-    }
+    manifest.replay = replay_section(plan, options, base_url).model_copy(
+        update={
+            "engine": "locust",
+            "workers": workers,
+            "worker_mode": "local" if spawn_workers else "remote",
+        }
+    )
     manifest.save(paths.root)
     if not spawn_workers:
         host = socket.gethostname()
@@ -274,25 +265,26 @@ def _wait_for_master(
 
 def _anchor_from_result(job_dir: Path, paths: RunPaths, manifest: RunManifest) -> bool:
     result = _read_result(job_dir)
-    if result is None or result.get("origin_monotonic_s") is None:
+    if result is None or result.origin_monotonic_s is None:
         return False
     manifest.clock = RunClock(
         kind="monotonic",
-        origin_monotonic_s=result["origin_monotonic_s"],
-        origin_wall=result["origin_wall"],
+        origin_monotonic_s=result.origin_monotonic_s,
+        origin_wall=result.origin_wall,
         authority="locust master",
     )
     manifest.save(paths.root)
     return True
 
 
-def _read_result(job_dir: Path) -> dict[str, object] | None:
+def _read_result(job_dir: Path) -> LocustResult | None:
+    """The master's ``result.json`` (None when it wrote none, or half of one)."""
     path = job_dir / RESULT_FILE
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, OSError):
+        return LocustResult.model_validate_json(path.read_bytes())
+    except (ValidationError, OSError):
         return None
 
 
@@ -325,24 +317,24 @@ def _finalize(
         paths.journal.touch()
     records, skipped_lines = finalize_journal(paths.journal, paths.requests)
     result = _read_result(job_dir)
-    if result is None or result.get("status") == RunStatus.RUNNING:
+    if result is None or result.status == RunStatus.RUNNING:
         status = RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED
         reasons = [f"the Locust master exited with code {master_rc} before finishing"]
         suspect_reasons: list[str] = []
         if result is not None:
-            result["status"] = status
+            result.status = status
     else:
-        status = RunStatus(str(result["status"]))
-        reasons = list(result.get("incomplete_reasons") or [])  # type: ignore[call-overload]
-        suspect_reasons = list(result.get("suspect_reasons") or [])  # type: ignore[call-overload]
+        status = RunStatus(result.status)
+        reasons = list(result.incomplete_reasons)
+        suspect_reasons = list(result.suspect_reasons)
     if interrupted and status != RunStatus.FAILED:
         status = RunStatus.INTERRUPTED
     _anchor_from_result(job_dir, paths, manifest)
     manifest.finish(status, records=records, unreadable_lines=skipped_lines)
     if result is not None:  # the same counts the asyncio engine records
-        manifest.sent_requests = result.get("sent_requests")  # type: ignore[assignment]
-        manifest.planned_requests = result.get("planned_requests")  # type: ignore[assignment]
-        manifest.duration_cap_hit_at_s = result.get("duration_cap_hit_at_s")  # type: ignore[assignment]
+        manifest.sent_requests = result.sent_requests
+        manifest.planned_requests = result.planned_requests
+        manifest.duration_cap_hit_at_s = result.duration_cap_hit_at_s
     manifest.incomplete_reasons = reasons if status != RunStatus.COMPLETE else []
     manifest.suspect = bool(suspect_reasons)
     manifest.suspect_reasons = suspect_reasons

@@ -72,6 +72,7 @@ from pddbench.harness.drive.locust.run_state import (  # noqa: E402
 from pddbench.harness.drive.locust.sharding import shard_plan  # noqa: E402
 from pddbench.harness.rundir.manifest import RunStatus  # noqa: E402
 from pddbench.harness.rundir.records import Journal  # noqa: E402
+from pddbench.harness.rundir.sections import LocustResult  # noqa: E402
 
 log = logging.getLogger("pddbench.locust.master")
 
@@ -115,7 +116,7 @@ class Coordinator:
         env.events.test_stopping.add_listener(self._on_ui_stop)
 
     # ----------------------------------------------------------------- the run
-    def run(self) -> dict[str, object]:
+    def run(self) -> LocustResult:
         try:
             self._await_workers()
             self._sync_clocks()
@@ -199,7 +200,7 @@ class Coordinator:
         summaries = sharding.summaries(self.requests)
         spec = {
             "base_url": self.spec.base_url,
-            "options": self.spec.options,
+            "options": self.spec.options.to_json(),
             "batch_interval_s": self.spec.batch_interval_s,
             "itl_events_per_request": self.spec.itl_events_per_request,
         }
@@ -411,7 +412,7 @@ class Coordinator:
             print(f"pddbench: {note}", file=sys.stderr, flush=True)
         return verdicts.incomplete, verdicts.suspect
 
-    def _finish(self) -> dict[str, object]:
+    def _finish(self) -> LocustResult:
         self._finishing = True
         self.journal.close()
         self._read_master_cpu()
@@ -437,26 +438,26 @@ class Coordinator:
         *,
         incomplete: list[str] | None = None,
         suspect: list[str] | None = None,
-    ) -> dict[str, object]:
+    ) -> LocustResult:
         origin_wall = None
         if self.origin is not None:
             wall = time.time() - (time.monotonic() - self.origin)
             origin_wall = datetime.fromtimestamp(wall, UTC).isoformat()
         meter = self._meter
-        result: dict[str, object] = {
-            "status": status,
-            "interrupted": self.interrupted,
-            "failure": self.failure,
-            "origin_monotonic_s": self.origin,
-            "origin_wall": origin_wall,
-            "planned_requests": len(self.requests),
-            "sent_requests": sum(w.sent for w in self.workers.values()),
-            "duration_cap_hit_at_s": cap_hit(self.workers.values()),
-            "records": sum(w.records for w in self.workers.values()),
-            "incomplete_reasons": incomplete or [],
-            "suspect_reasons": suspect or [],
-            "workers": [w.report() for w in self.workers.values()],
-            "master": {
+        result = LocustResult(
+            status=status,
+            interrupted=self.interrupted,
+            failure=self.failure,
+            origin_monotonic_s=self.origin,
+            origin_wall=origin_wall,
+            planned_requests=len(self.requests),
+            sent_requests=sum(w.sent for w in self.workers.values()),
+            duration_cap_hit_at_s=cap_hit(self.workers.values()),
+            records=sum(w.records for w in self.workers.values()),
+            incomplete_reasons=incomplete or [],
+            suspect_reasons=suspect or [],
+            workers=[w.report() for w in self.workers.values()],
+            master={
                 "bind": f"{self.spec.master_bind_host}:{self.spec.master_port}",
                 "web_ui": (
                     f"http://{self.spec.web_host}:{self.spec.web_port}"
@@ -467,11 +468,12 @@ class Coordinator:
                 "cpu_s": None if meter is None else meter.total_cpu_s,
                 "wall_s": None if meter is None else meter.total_wall_s,
             },
-            "locust_version": locust.__version__,
-        }
+            locust_version=locust.__version__,
+        )
         path = Path(self.spec.job_dir) / RESULT_FILE
         tmp = path.with_suffix(".json.partial")
-        tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        text = json.dumps(result.model_dump(), indent=2, default=str)
+        tmp.write_text(text + "\n")
         tmp.replace(path)
         return result
 
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.quit()
         if web_ui is not None:
             web_ui.stop()
-    return 0 if result["status"] != RunStatus.FAILED else 1
+    return 0 if result.status != RunStatus.FAILED else 1
 
 
 if __name__ == "__main__":

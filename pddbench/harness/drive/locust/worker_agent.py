@@ -34,6 +34,7 @@ import numpy as np
 from greenlet import GreenletExit
 
 from pddbench import __version__
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive.lifecycle import RequestLifecycle, Settled
 from pddbench.harness.drive.live import LiveCounters
 from pddbench.harness.drive.locust import protocol as P
@@ -48,7 +49,6 @@ from pddbench.harness.drive.locust.job import (
 from pddbench.harness.drive.locust.waker import PreciseWaker
 from pddbench.harness.drive.replay import ReplayPlan, prompt_function
 from pddbench.harness.drive.stream_records import record_for, skipped_record
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import RequestRecord, Status
 from pddbench.tokens import TokenStream

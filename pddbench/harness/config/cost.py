@@ -35,12 +35,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     computed_field,
     model_validator,
 )
-
-from pddbench.errors import UNKNOWN_KEY, UserError, first_problem
 
 # B:A price ratios the report's sensitivity table uses (PDD.md: B costs 1.2-1.3 A)
 SENSITIVITY_PRICES: tuple[float, ...] = (0.8, 1.0, 1.25)
@@ -208,18 +205,6 @@ def derive_cost(settings: CostSettings, instances: Iterable[Chips]) -> CostModel
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{t} = {n}" for t, n in sorted(counts.items())) or "none"
-
-
-def cost_from_mapping(data: object, *, where: str, unknown: str = UNKNOWN_KEY) -> CostModel | None:
-    """A cost model from a manifest/scenario table (``None`` stays ``None``)."""
-    if data is None:
-        return None
-    try:
-        return CostModel.model_validate(data)
-    except ValidationError as exc:
-        loc, msg = first_problem(exc, unknown=unknown)
-        loc = loc or "cost"
-        raise UserError(f"{where}: cost.{loc}: {msg}") from None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ every run's manifest (``RunManifest.emulation``), the report reads it back from 
 and shows :meth:`banner` on its first screen, in the headline table's title and in the
 JSON. A scenario without a ``[network]`` (one site, no
 WAN) is ``applicable = False``: nothing to emulate, nothing to flag.
-Must not decide *whether* to emulate (the pipeline does) or render anything.
+Must not decide *whether* to emulate (the jobs do) or render anything.
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
 """The file form of a ladder search (``capacity.json``): every point and the verdict.
 
-Owns :class:`LadderPoint` and :class:`LadderVerdict` (pydantic, read back by reports) and
-how a verdict describes itself in one line. The search that fills them is
-:class:`~pddbench.harness.plan.ladder.LadderSearch`. No I/O.
+Owns :class:`LadderPoint` and :class:`LadderVerdict` (pydantic, read back by reports), how
+a verdict describes itself in one line, and its way across the disk boundary
+(:meth:`LadderVerdict.save` into a run folder, :func:`read_verdict`). The search that
+fills them is :class:`~pddbench.harness.plan.ladder.LadderSearch`; the reports read them
+through :mod:`pddbench.harness.analysis.rundir`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pddbench.errors import UserError, first_problem
+from pddbench.harness.rundir.folder import CAPACITY
 
 Basis = Literal["capacity", "load-bounded", "refused"]
 
@@ -85,6 +91,12 @@ class LadderVerdict(BaseModel):
     capacity_high: float | None = None  # req/s; None when no point surely missed
     measured_requests: int = 0
 
+    def save(self, folder: str | Path) -> Path:
+        """Write ``<folder>/capacity.json``; its path."""
+        path = Path(folder) / CAPACITY
+        path.write_text(self.model_dump_json(indent=2))
+        return path
+
     def _at(self) -> str:
         if self.capacity_planned_rps is None:
             return f"x{self.capacity_load_scale:g}"
@@ -110,3 +122,19 @@ class LadderVerdict(BaseModel):
 
 # settings recorded in verdicts
 RECORDED = ("min_requests", "max_point_s", "bisect_points", "descend_points", "time_budget_s")
+
+
+def read_verdict(path: Path) -> LadderVerdict | None:
+    """The ladder verdict in a capacity file (``None`` for an older curve file, one
+    without ``basis``); :class:`UserError` naming the file when it is unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    if '"basis"' not in text:
+        return None
+    try:
+        return LadderVerdict.model_validate_json(text)
+    except ValidationError as exc:
+        loc, msg = first_problem(exc)
+        raise UserError(f"{path}: {loc}: {msg}") from None

@@ -7,9 +7,11 @@ warm-up plus the measured time the search chose (powered points are sized, and t
 load scales found for their rate rungs, from the trace's planned schedule,
 :func:`trace_schedule`: the same for every system). Times
 each point (sending + draining) for the search's time budget. Measures each point from its records
-(:func:`~pddbench.harness.analysis.capacity.measure_point`), prints progress with an
+(:func:`measure_point`), prints progress with an
 ETA, and writes the verdict (``capacity.json``, :class:`LadderVerdict`) beside the runs.
-``pddbench capacity`` and the main job's capacity step both call :func:`run_ladder`.
+``pddbench capacity`` (:mod:`pddbench.harness.jobs.capacity`) and the main job both call
+:func:`run_ladder`; each point is one :func:`~pddbench.harness.jobs.run_system.run_system`
+on the deployment the walk holds.
 After each point it waits for the servers to finish the point's work
 (:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
 ``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
@@ -22,34 +24,47 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import click
+import numpy as np
 
-from pddbench.harness.analysis.capacity import measure_point, scheduler_lost_s
+from pddbench.harness.analysis.capacity import scheduler_lost_s
+from pddbench.harness.analysis.recordset import RecordSet
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import SLA
+from pddbench.harness.analysis.sla import check
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.deploy.emulation import EmulationStatus
-from pddbench.harness.deploy.systems import deploy, run_in_client_netns
-from pddbench.harness.drive.live import LiveView
-from pddbench.harness.drive.quiesce import wait_quiet
-from pddbench.harness.drive.replay import prepare, run_replay
-from pddbench.harness.drive.scrape import metrics_targets
-from pddbench.harness.plan.ladder import LadderSearch, wilson, window_selection
-from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
-from pddbench.harness.plan.ladder_verdict import LadderVerdict
-from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.config.sla import SLA
+from pddbench.harness.deploy.systems import deploy
+from pddbench.harness.drive.backends import AsyncioBackend
+from pddbench.harness.drive.replay import prepare
+from pddbench.harness.jobs.run_system import (
+    Attached,
+    NewRun,
+    RunSettings,
+    emulation_status,
+    fix_scale,
+    run_system,
+)
+from pddbench.harness.plan.ladder import (
+    LadderSearch,
+    PointHealth,
+    PointMeasure,
+    wilson,
+    window_selection,
+)
+from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
 from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.rundir.folder import new_run
-from pddbench.harness.rundir.manifest import LadderPointInfo, RunManifest
+from pddbench.harness.rundir.ladder import LadderVerdict
+from pddbench.harness.rundir.manifest import LadderPointInfo, RunHead
+from pddbench.harness.rundir.sections import ScenarioSection, TraceInfo
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
-VERDICT_FILE = "capacity.json"
 # How long the servers may take to finish a point's work after its last answer
 QUIESCE_TIMEOUT_S = 30.0
 
@@ -75,6 +90,72 @@ def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
     return offsets
 
 
+def measure_point(
+    records: RecordSet,
+    sla: SLA,
+    window: PointWindow,
+    settings: LadderSettings,
+    *,
+    lost_s: float = 0.0,
+    emulated: bool,
+    probes_on: bool,
+) -> PointMeasure:
+    """One ladder point's figures: requests intended in ``[warmup, warmup + measured)``
+    (the window's own measured time: powered points differ in length)."""
+    n = records.num
+    intended = n["intended_send_s"]
+    start, end = window.warmup_s, window.send_s
+    sent = records.sent
+    in_window = sent & (intended >= start) & (intended < end)
+    warm = sent & (intended < start)
+    sc = check(sla, records)
+    bound = sla.e2e_bound(n["expected_output_tokens"])
+    could_still_meet = (
+        np.ones(records.n, dtype=bool)
+        if bound is None
+        else np.asarray(bound >= settings.request_limit_s) & np.ones(records.n, dtype=bool)
+    )
+    # cut by the request limit (run folders before the censored status recorded such a
+    # cut as a timeout, so a timeout that could still have met its bound counts too)
+    cut = records.censored | records.cat["status"].equals("timeout")
+    censored = in_window & cut & could_still_meet
+    measured = in_window & ~censored
+    lag = records.schedule_lag_s[measured]
+    lag = lag[np.isfinite(lag)]
+    count = int(measured.sum())
+    return PointMeasure(
+        window=window,
+        requests=count,
+        met=int((sc.met & measured).sum()),
+        met_by={
+            "ttft": int((sc.ttft_ok & measured).sum()),
+            "tpot": int((sc.tpot_ok & measured).sum()),
+            "e2e": int((sc.e2e_ok & measured).sum()),
+        },
+        warmup_excluded=int(warm.sum()),
+        censored=int(censored.sum()),
+        measured_s=window.measure_s,
+        offered_rps=count / window.measure_s,
+        health=PointHealth(
+            schedule_lag_p99_s=float(np.percentile(lag, 99)) if lag.size else None,
+            scheduler_lost_s=lost_s,
+            emulated=emulated,
+            probes_on=probes_on,
+        ),
+    )
+
+
+def point_info(window: PointWindow, request_limit_s: float, redeployed: str) -> LadderPointInfo:
+    """The manifest's record of which ladder point a run is."""
+    same = ("index", "trace_start_s", "trace_duration_s", "warmup_s")
+    return LadderPointInfo(
+        **{k: getattr(window, k) for k in same},
+        point_s=window.measure_s,
+        request_limit_s=request_limit_s,
+        redeployed=redeployed,
+    )
+
+
 def run_ladder(
     scenario: Scenario,
     trace: Trace,
@@ -82,22 +163,14 @@ def run_ladder(
     settings: LadderSettings,
     sla: SLA,
     *,
-    out_root: Path,
-    argv: list[str],
-    trace_info: dict[str, object],
-    emulate: bool,
-    check_probes: bool = True,
+    trace_info: TraceInfo,
+    run_settings: RunSettings,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
     schedule: Schedule | None = None,
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
-    from pddbench.netem.backend import backend_here
-
-    if emulate:  # an automatic scale is checked on this host first (deploy.scale_probe)
-        from pddbench.harness.deploy.scale_probe import probed
-
-        scenario = probed(scenario, backend_here(), echo=echo)
-    scenario = scenario.resolved(backend_here() if emulate else "nfqueue")  # scale recorded
+    emulate, check_probes = run_settings.emulate, run_settings.check_probes
+    scenario = fix_scale(scenario, emulate, echo)  # the scale is fixed and recorded
     base_speedup = options.selection.speedup
     search = LadderSearch(
         settings,
@@ -108,8 +181,8 @@ def run_ladder(
     )
     if search.origin_rps is not None:
         echo(f"pddbench: {scenario.name}: {settings.describe_walk(search.origin_rps)}")
-    runs: list[Path] = []
-    deploy_dir = new_run(out_root, f"{scenario.name}-ladder")
+    folders: list[Path] = []
+    deploy_dir = new_run(run_settings.out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         info, client_ns = stack.enter_context(
@@ -128,7 +201,7 @@ def run_ladder(
                 info, client_ns = stack.enter_context(
                     deploy(
                         scenario,
-                        new_run(out_root, f"{scenario.name}-ladder"),
+                        new_run(run_settings.out_root, f"{scenario.name}-ladder"),
                         emulate=emulate,
                         check_probes=check_probes,
                     )
@@ -143,57 +216,43 @@ def run_ladder(
                 ),
             )
             plan = prepare(trace, opts)
-            paths = new_run(out_root, f"{scenario.name}-x{window.load:.3g}")
-            manifest = RunManifest.begin(argv=argv, run_id=paths.run_id)
-            manifest.scenario = scenario.manifest()
-            manifest.trace = dict(
-                trace_info, replayed=plan.selection_note, replayed_requests=len(plan.requests)
-            )
-            manifest.deployment = dataclasses.asdict(info)
-            manifest.links = info.links
-            manifest.load_scale = window.load
-            manifest.ladder_point = point_info = LadderPointInfo(
-                index=window.index,
-                trace_start_s=window.trace_start_s,
-                trace_duration_s=window.trace_duration_s,
-                warmup_s=window.warmup_s,
-                point_s=window.measure_s,
-                request_limit_s=settings.request_limit_s,
-                redeployed=redeployed,
-            )
-            manifest.probe_check = check_probes
-            manifest.emulation = EmulationStatus(
-                applicable=scenario.network is not None,
-                emulated=emulate and scenario.network is not None,
-                reason="" if emulate else "--no-emulation",
-            )
-            outcome = run_in_client_netns(
-                client_ns,
-                functools.partial(
-                    run_replay,
-                    plan,
-                    opts,
-                    info.front_door,
-                    paths,
-                    manifest,
-                    live=LiveView(f"{scenario.name} x{window.load:.3g}"),
-                    metrics_urls=metrics_targets(info.instances),
+            label = f"{scenario.name}-x{window.load:.3g}"
+            head = RunHead(
+                scenario=ScenarioSection.model_validate(scenario.manifest()),
+                trace=trace_info.model_copy(
+                    update={
+                        "replayed": plan.selection_note,
+                        "replayed_requests": len(plan.requests),
+                    }
                 ),
+                deployment=info.recorded(),
+                links=info.links,
+                load_scale=window.load,
+                ladder_point=point_info(window, settings.request_limit_s, redeployed),
+                probe_check=check_probes,
+                emulation=emulation_status(scenario, emulate),
             )
-            if outcome.interrupted:
+            done = run_system(
+                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}"),
+                plan,
+                opts,
+                run=NewRun(label, head),
+                backend=AsyncioBackend(),
+                settings=run_settings,
+                settle_timeout_s=QUIESCE_TIMEOUT_S,
+            )
+            assert done is not None  # an attached system's failures propagate
+            if done.outcome.interrupted:
                 raise KeyboardInterrupt
             # the point's work must have finished on the servers, not only on the client
-            quiet = run_in_client_netns(
-                client_ns,
-                functools.partial(
-                    wait_quiet, info.front_door.rstrip("/") + "/metrics", QUIESCE_TIMEOUT_S
-                ),
-            )
+            quiet, manifest, paths = done.quiet, done.manifest, done.outcome.paths
+            assert quiet is not None and manifest.ladder_point is not None
             backlog = "" if quiet.quiet else quiet.describe()
             settle_s = quiet.waited_s if quiet.known else None
-            point_info.settle_s, point_info.backlog = settle_s, backlog
+            manifest.ladder_point.settle_s = settle_s
+            manifest.ladder_point.backlog = backlog
             manifest.save(paths.root)
-            runs.append(paths.root)
+            folders.append(paths.root)
             data = load_run(paths.root, token_times=False)
             m = measure_point(
                 data.records,
@@ -226,8 +285,7 @@ def run_ladder(
                 + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
     verdict = search.verdict(scenario.name)
-    text = verdict.model_dump_json(indent=2)
-    for folder in (runs[-1] if runs else deploy_dir.root, deploy_dir.root):
-        (Path(folder) / VERDICT_FILE).write_text(text)
+    for folder in (folders[-1] if folders else deploy_dir.root, deploy_dir.root):
+        verdict.save(folder)
     echo(f"pddbench: {verdict.describe()}")
-    return verdict, runs
+    return verdict, folders

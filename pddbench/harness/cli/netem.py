@@ -1,8 +1,9 @@
 """``pddbench netem``: bring an emulated network up or down, probe it, clean up after it.
 
 The click group ``netem`` is mounted by the root CLI. Commands print human-readable text
-and raise ``UserError`` for anything the user can fix; the network work is in
-``topology``, ``probe`` and ``cleanup``.
+and raise ``UserError`` for anything the user can fix; the network work is netem's
+(``pddbench.netem.topology``, ``probe``, ``cleanup``); a scenario's network is read by
+:mod:`pddbench.harness.cli.netem_network` (here because netem knows no scenarios).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import time
 import click
 
 from pddbench.errors import UserError
+from pddbench.harness.cli.netem_network import load_network_config
 from pddbench.netem import nsutil
 from pddbench.netem.cleanup import cleanup
 from pddbench.netem.plan import PREFIX
 from pddbench.netem.probe import ProbeTolerance, check_probe, write_link_probes
-from pddbench.netem.scenario import load_network_config
 from pddbench.netem.state import load_states
 from pddbench.netem.topology import Terminated, Topology
 

@@ -1,7 +1,7 @@
 """The main job's verdict: ``pddbench replay --trace T`` with no selection on a long trace.
 
 Every system walks the same load ladder (:mod:`pddbench.harness.plan.ladder`, through
-:func:`~pddbench.harness.capacity_run.run_ladder`), starting from the trace's busiest
+:func:`~pddbench.harness.jobs.ladder.run_ladder`), starting from the trace's busiest
 hour. Its first point is the same trace window at the same load for every system: the
 **common offered load** at which latency is compared. The walk then gives SLA goodput at
 capacity with its interval; with the cost derived from the deployment, BCR = capacity
@@ -16,26 +16,27 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.rundir import load_run
-from pddbench.harness.analysis.sla import sla_from_mapping
 from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
-from pddbench.harness.capacity_run import VERDICT_FILE, ladder_origin, run_ladder, trace_schedule
-from pddbench.harness.config.scenario import load_scenario
+from pddbench.harness.config.replay import ReplayOptions
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.config.sla import sla_from_mapping
+from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
+from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
-from pddbench.harness.plan.ladder_verdict import LadderPoint, LadderVerdict
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
+from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
 # The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
@@ -76,15 +77,12 @@ def plan_text(
 
 
 def main_verdict(
-    scenarios: tuple[str, ...],
+    scenarios: list[Scenario],
     *,
     trace: Trace,
     options: ReplayOptions,
-    out_root: Path,
-    argv: list[str],
-    trace_info: dict[str, object],
-    emulate: bool,
-    check_probes: bool,
+    trace_info: TraceInfo,
+    run_settings: RunSettings,
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
@@ -99,12 +97,9 @@ def main_verdict(
     )
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
-    for name in scenarios:
-        scenario = load_scenario(name)
+    for scenario in scenarios:
         declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
         sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
-        from pddbench.harness.pipeline import scenario_options  # the pipeline imports us
-
         try:
             ladder, runs = run_ladder(
                 scenario,
@@ -112,11 +107,8 @@ def main_verdict(
                 scenario_options(options, scenario),
                 settings,
                 sla,
-                out_root=out_root,
-                argv=argv,
                 trace_info=trace_info,
-                emulate=emulate,
-                check_probes=check_probes,
+                run_settings=run_settings,
                 schedule=schedule,
             )
         except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
@@ -133,7 +125,7 @@ def main_verdict(
             continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
-            (first.root / VERDICT_FILE).write_text(ladder.model_dump_json(indent=2))
+            ladder.save(first.root)
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
@@ -144,7 +136,7 @@ def main_verdict(
             f"{left * (DEPLOY_ALLOWANCE_S + settings.budget_s) / 60:.1f} min + the report",
             err=True,
         )
-    html = print_comparison(common, out_root)
+    html = print_comparison(common, run_settings.out_root)
     if html is not None:  # the verdicts, machine-readable (basis, interval, cost, BCR)
         json_out = html.with_suffix(".json")
         write_report([r.root for r in common], json_out, fmt=Format.JSON)
