@@ -102,6 +102,13 @@ class RequestSpec:
     seed: int
 
 
+def story_for(core: RouterCore, spec: RequestSpec, arrival: float) -> RequestStory:
+    """The empty story of a request that reached the router at ``arrival``."""
+    dep = core.dep
+    ids = (spec.rid, spec.seed, core.model.vocab_size, dep.byte_scale, spec.prompt_len)
+    return RequestStory(*ids, router=dep.router.id, arrival=arrival)
+
+
 class FlowCore:
     """The decisions and bookkeeping of one request on one router."""
 

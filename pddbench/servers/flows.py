@@ -19,9 +19,8 @@ import aiohttp
 import orjson
 
 from pddbench.servers.api import CompletionRequest
-from pddbench.servers.flow_core import Action, FlowCore, Open, RequestSpec
+from pddbench.servers.flow_core import Action, FlowCore, Open, RequestSpec, story_for
 from pddbench.servers.router_core import RequestFailed
-from pddbench.servers.story import RequestStory
 
 if TYPE_CHECKING:
     from pddbench.servers.router import Router
@@ -58,15 +57,6 @@ class Flow:
         seed = req.seed if req.seed is not None else dep.seed
         self.q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        self.story = RequestStory(
-            request_id=rid,
-            seed=seed,
-            vocab_size=router.core.model.vocab_size,
-            byte_scale=dep.byte_scale,
-            prompt_tokens=len(req.prompt),
-            router=dep.router.id,
-            arrival=arrival,
-        )
         spec = RequestSpec(
             rid=rid,
             prompt_len=len(req.prompt),
@@ -76,6 +66,7 @@ class Flow:
             ignore_eos=req.ignore_eos,
             seed=seed,
         )
+        self.story = story_for(router.core, spec, arrival)
         self.core = FlowCore(router.core, spec, self.story, router.m, owner=self)
         self.finish_sent = False
         self.pending: list[int] = []

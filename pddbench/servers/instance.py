@@ -34,13 +34,12 @@ from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.driver import StepDriver
 from pddbench.servers.engine import Engine, Event, Seq
 from pddbench.servers.handoff import HandoffTransfer
-from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore
+from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, seq_for
 from pddbench.servers.instance_handoff import HandoffEndpoints
 from pddbench.servers.instance_metrics import InstanceMetrics
 from pddbench.servers.kvlink import KvSender, KvTransferError, receive_kv
 from pddbench.servers.radix import KvPool
 from pddbench.servers.sessions import internal_runner, internal_session
-from pddbench.servers.tokens import TokenStream
 
 _ZEROS = bytes(1 << 16)
 
@@ -230,56 +229,19 @@ class WorkerInstance(HandoffEndpoints):
         assert job is None or isinstance(job, Job)
         return job
 
-    def _stream_for(self, spec: proto.RequestCore) -> TokenStream:
-        return TokenStream(
-            spec.seed, spec.rid, self.machine.model.vocab_size, self.dep.eos_probability
-        )
-
-    def _output_seq(
-        self,
-        spec: proto.GenerateSpec | proto.DecodeSpec,
-        *,
-        compute_prompt: bool,
-        decode_after_kv: bool,
-    ) -> Seq:
-        """The sequence of a request this instance decodes (colocated, D, RLD or MD)."""
-        return Seq(
-            rid=spec.rid,
-            prompt_len=spec.prompt_len,
-            hashes=spec.hashes,
-            stream=self._stream_for(spec),
-            max_tokens=spec.max_tokens,
-            min_tokens=spec.min_tokens,
-            ignore_eos=spec.ignore_eos,
-            compute_prompt=compute_prompt,
-            decode_after_kv=decode_after_kv,
-            reserve_output=spec.max_tokens,
-            use_cache=self.cfg.prefix_cache,
-            seed=spec.seed,
-        )
+    def _seq(self, spec: proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec) -> Seq:
+        return seq_for(self.dep, self.cfg, spec)
 
     # -- colocated ------------------------------------------------------------------------
     async def h_generate(self, request: web.Request) -> web.Response:
         spec = proto.GenerateSpec.model_validate(await request.json())
-        seq = self._output_seq(spec, compute_prompt=True, decode_after_kv=True)
-        job = self._accept(spec, seq, "generate")
+        job = self._accept(spec, self._seq(spec), "generate")
         return job if isinstance(job, web.Response) else self._submit(job)
 
     # -- prefill --------------------------------------------------------------------------
     async def h_prefill(self, request: web.Request) -> web.Response:
         spec = proto.PrefillSpec.model_validate(await request.json())
-        seq = Seq(
-            rid=spec.rid,
-            prompt_len=spec.prompt_len,
-            hashes=spec.hashes,
-            stream=TokenStream(spec.seed, spec.rid, self.machine.model.vocab_size),
-            max_tokens=1,
-            compute_prompt=True,
-            decode_after_kv=False,
-            reserve_output=0,
-            use_cache=self.cfg.prefix_cache,
-        )
-        job = self._accept(spec, seq, "prefill")
+        job = self._accept(spec, self._seq(spec), "prefill")
         if isinstance(job, web.Response):
             return job
         self.core.expect_senders(job, len(spec.targets))
@@ -321,8 +283,7 @@ class WorkerInstance(HandoffEndpoints):
         spec = proto.DecodeSpec.model_validate(await request.json())
         if spec.mode == "relay" and self.role is not Role.RELAY_DECODE:
             return web.json_response({"error": f"{self.id} is not a relay-decode"}, status=400)
-        seq = self._output_seq(spec, compute_prompt=False, decode_after_kv=spec.mode != "main-auto")
-        job = self._accept(spec, seq, "decode")
+        job = self._accept(spec, self._seq(spec), "decode")
         if isinstance(job, web.Response):
             return job
         job.mode = spec.mode

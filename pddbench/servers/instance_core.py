@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pddbench.servers.config import Role
+from pddbench.servers import protocol as proto
+from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.engine import (
     Admitted,
     Engine,
@@ -52,6 +53,46 @@ from pddbench.servers.handoff import (
     RelayHandoff,
     Retire,
 )
+from pddbench.servers.tokens import TokenStream
+
+
+def seq_for(
+    dep: DeploymentConfig,
+    inst: InstanceConfig,
+    spec: proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec,
+) -> Seq:
+    """The engine sequence of a request on ``inst``: P computes the prompt and holds its KV
+    for the transfers; C computes and decodes; a decoder waits for the KV, then decodes
+    (``main-auto``: holds it until it learns whether the request is relayed)."""
+    vocab = dep.machine(inst).model.vocab_size
+    if isinstance(spec, proto.PrefillSpec):
+        return Seq(
+            rid=spec.rid,
+            prompt_len=spec.prompt_len,
+            hashes=spec.hashes,
+            stream=TokenStream(spec.seed, spec.rid, vocab),
+            max_tokens=1,
+            compute_prompt=True,
+            decode_after_kv=False,
+            reserve_output=0,
+            use_cache=inst.prefix_cache,
+        )
+    colocated = isinstance(spec, proto.GenerateSpec)
+    waits = isinstance(spec, proto.DecodeSpec) and spec.mode == "main-auto"
+    return Seq(
+        rid=spec.rid,
+        prompt_len=spec.prompt_len,
+        hashes=spec.hashes,
+        stream=TokenStream(spec.seed, spec.rid, vocab, dep.eos_probability),
+        max_tokens=spec.max_tokens,
+        min_tokens=spec.min_tokens,
+        ignore_eos=spec.ignore_eos,
+        compute_prompt=colocated,
+        decode_after_kv=not waits,
+        reserve_output=spec.max_tokens,
+        use_cache=inst.prefix_cache,
+        seed=spec.seed,
+    )
 
 
 @dataclass(eq=False)
