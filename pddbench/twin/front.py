@@ -112,8 +112,8 @@ class TwinFlow:
 
     def _handle(self, label: str, item: Any) -> None:
         now = self.twin.sim.now
-        if type(item) is tuple:
-            ready = self.core.token(label, item[0], item[1], now)
+        if type(item) is list:  # the tokens of one step
+            ready = [t for pos, tok in item for t in self.core.token(label, pos, tok, now)]
             if ready:
                 t = self.twin.net.control(now, self.twin.router, self.twin.router)
                 if self.chunks and self.chunks[-1][0] == t:

@@ -62,6 +62,7 @@ class Direction:
         self.p = params
         self.rate = params.bulk_rate
         self.busy_until = 0.0
+        self.last_control = 0.0  # control rides TCP connections: delivered in order
         self._rng = random.Random(seed)
 
     def delay(self) -> float:
@@ -70,8 +71,11 @@ class Direction:
         return max(0.0, d)
 
     def control(self, now: float, nbytes: int = CONTROL_BYTES) -> float:
-        """Arrival of a control message sent at ``now`` (ahead of any bulk bytes)."""
-        return now + self.delay() + nbytes / self.p.rate_bytes_per_s
+        """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
+        delays a message but never lets it overtake an earlier one)."""
+        t = max(now + self.delay() + nbytes / self.p.rate_bytes_per_s, self.last_control)
+        self.last_control = t
+        return t
 
     def bulk(self, now: float, nbytes: float, extra_s: float = 0.0) -> tuple[float, float]:
         """Put ``nbytes`` of KV on the line at ``now``: (first byte on the wire, last byte

@@ -196,12 +196,17 @@ class TwinWorker:
     # -- effects --------------------------------------------------------------------------
     def run(self, effects: list[Effect]) -> None:
         fab = self.fab
-        for e in effects:
+        tokens: list[tuple[int, int]] = []  # one message for a request's tokens of one step
+        for i, e in enumerate(effects):
             job = e.job
-            if e.do is Do.KICK or job is None:
+            if e.do is Do.TOKEN and job is not None:
+                tokens.append((e.n, e.token))
+                nxt = effects[i + 1] if i + 1 < len(effects) else None
+                if nxt is None or nxt.do is not Do.TOKEN or nxt.job is not job:
+                    self._to_router(job.rid, tokens)
+                    tokens = []
+            elif e.do is Do.KICK or job is None:
                 self.driver.kick()
-            elif e.do is Do.TOKEN:
-                self._to_router(job.rid, (e.n, e.token))
             elif e.do is Do.EMIT:
                 self._to_router(job.rid, {"ev": e.ev, **(e.fields or {})})
             elif e.do is Do.START_SENDERS:

@@ -108,3 +108,17 @@ def test_pipeline_rule_patched_in_its_one_place_changes_both_backends(
     _force_relay(monkeypatch)
     assert _server_pipeline() == "P->RLD->MD"
     assert _twin_pipelines() == {"P->RLD->MD"}
+
+
+def test_server_hashes_share_exactly_the_trace_prefix() -> None:
+    """A child turn re-sending its parent's blocks shares their server blocks, a partial
+    last trace block's full server blocks included; the rest is the request's own."""
+    from pddbench.twin.prompts import server_hashes
+
+    parent = server_hashes([11, 12], 512, 64, 512 + 200, row=0)  # 1 full + a partial block
+    child = server_hashes([11, 12, 13], 512, 64, 3 * 512, row=1)
+    other = server_hashes([21, 22, 23], 512, 64, 3 * 512, row=2)
+    assert len(parent) == (512 + 200) // 64 and len(child) == 24
+    assert parent == child[: len(parent)]
+    assert not set(other) & set(child)
+    assert server_hashes([5], 64, 128, 1000, row=3)[1:] != server_hashes([5], 64, 128, 1000, 4)[1:]
