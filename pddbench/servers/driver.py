@@ -9,16 +9,26 @@ so modelled throughput is exact); a larger lag is not absorbed: the next step st
 the real time and the lost time is counted in ``pdd_scheduler_lost_seconds_total``.
 
 Events the engine returns are handed to ``on_events`` synchronously. Many drivers (one per
-instance) share one loop.
+instance) share one loop. The loop is asyncio's running one unless the caller passes other
+:class:`Timers` (the virtual-time twin passes its clock: there the lag is always 0).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from pddbench.servers.engine import Engine, Event, Step
 from pddbench.servers.metrics import Counter, Histogram
+
+
+class Timers(Protocol):
+    """The part of an event loop the driver uses (asyncio's, or the twin's virtual clock)."""
+
+    def time(self) -> float: ...
+    def call_at(self, when: float, callback: Callable[[], object]) -> Any: ...
+    def call_soon(self, callback: Callable[[], object]) -> Any: ...
 
 
 class StepDriver:
@@ -30,6 +40,7 @@ class StepDriver:
         max_catchup_s: float,
         lag: Histogram,
         lost: Counter,
+        loop: Timers | None = None,
     ) -> None:
         self.engine = engine
         self.on_events = on_events
@@ -39,11 +50,11 @@ class StepDriver:
         self._step: Step | None = None
         self._deadline = 0.0
         self._kicked = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: Any = None
+        self._loop: Timers | None = loop
 
     @property
-    def loop(self) -> asyncio.AbstractEventLoop:
+    def loop(self) -> Timers:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._loop

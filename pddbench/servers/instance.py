@@ -1,11 +1,12 @@
 """A worker instance (prefill, decode, relay-decode, main-decode, colocated) as an HTTP server.
-(Over 500 lines for one reason: one WorkerInstance serves every role's endpoints and engine loop.)
 
 Owns the I/O around one :class:`~pddbench.servers.engine.Engine`: its aiohttp app on its own
 address, the event channel to the router (:mod:`~pddbench.servers.channel`), KV
 transfers out (prefill) and in (decoders); the RLD ↔ MD handoff messages live in
 :mod:`~pddbench.servers.instance_handoff`. Decisions are delegated to sans-IO code: the
-engine (what runs when), :mod:`~pddbench.servers.handoff` (what is handed over when).
+engine (what runs when), :mod:`~pddbench.servers.instance_core` (what each engine event and
+peer message leads to, the handoff's state machines included); this module carries out the
+core's effects and must not decide.
 Timings come from the process's monotonic clock. Many instances share one event loop.
 
 Failure handling: a request whose router stream goes away is aborted and its KV freed; a KV
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,28 +32,14 @@ from pddbench.servers.channel import EventChannel, event_line, token_line
 from pddbench.servers.clock import ClockAnchor, LoopLagMonitor
 from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.driver import StepDriver
-from pddbench.servers.engine import (
-    Admitted,
-    Engine,
-    Event,
-    ExtendDone,
-    PrefillDone,
-    PrefillProgress,
-    Refused,
-    Seq,
-    TokenOut,
-)
-from pddbench.servers.handoff import (
-    HandoffTransfer,
-    MainHandoff,
-    RelayHandoff,
-)
+from pddbench.servers.engine import Engine, Event, Seq
+from pddbench.servers.handoff import HandoffTransfer
+from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, seq_for
 from pddbench.servers.instance_handoff import HandoffEndpoints
 from pddbench.servers.instance_metrics import InstanceMetrics
 from pddbench.servers.kvlink import KvSender, KvTransferError, receive_kv
 from pddbench.servers.radix import KvPool
 from pddbench.servers.sessions import internal_runner, internal_session
-from pddbench.servers.tokens import TokenStream
 
 _ZEROS = bytes(1 << 16)
 
@@ -65,25 +53,17 @@ class ProcessContext:
 
 
 @dataclass(eq=False)
-class Job:
-    rid: str
-    seq: Seq
-    channel: EventChannel
-    finished: bool = False
-    released: bool = False
-    mode: str = "direct"
-    senders: list[KvSender] = field(default_factory=list)
+class Job(JobCore):
+    """A request on this instance: its core state plus the I/O it owns."""
+
+    channel: EventChannel = field(kw_only=True)
+    kv_senders: list[KvSender] = field(default_factory=list)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    relay: RelayHandoff | None = None
-    peer_address: str | None = None
-    peer_instance: str | None = None
-    main: MainHandoff | None = None
     # MD: handoff messages waiting for their acknowledgement. Usually one, but a relay that
     # finishes the whole request sends its `finished` batch while the previous batch is
     # still being applied; each waiting message gets its own future (one shared slot was
     # overwritten, and the first message's handler then waited forever).
     acks: list[asyncio.Future[int]] = field(default_factory=list)
-    kv_landed: bool = False
 
     def acknowledge(self, level: int) -> None:
         """Answer every waiting handoff message with MD's ``level``."""
@@ -91,17 +71,6 @@ class Job:
             if not fut.done():
                 fut.set_result(level)
         self.acks.clear()
-
-    def event(self, ev: str, **fields: object) -> None:
-        if not self.finished:
-            self.channel.push(event_line(self.rid, ev, **fields))
-
-    def token(self, position: int, token: int) -> None:
-        if not self.finished:
-            self.channel.push(token_line(self.rid, position, token))
-
-    def close(self) -> None:
-        self.finished = True
 
 
 class WorkerInstance(HandoffEndpoints):
@@ -127,7 +96,8 @@ class WorkerInstance(HandoffEndpoints):
             lost=self.m.lost,
         )
         self.policy = dep.handoff.policy()
-        self.jobs: dict[str, Job] = {}
+        self.core = InstanceCore(self.role, self.engine, self.policy)
+        self.jobs: dict[str, JobCore] = self.core.jobs
         self.channels: dict[str, EventChannel] = {}
         self.http: aiohttp.ClientSession | None = None  # control traffic
         self.kv_http: aiohttp.ClientSession | None = None  # KV bytes (the WAN's bulk class)
@@ -243,74 +213,40 @@ class WorkerInstance(HandoffEndpoints):
                 {"error": f"no event channel from router {spec.channel!r} on {self.id}"},
                 status=409,
             )
-        if spec.rid in self.jobs:
-            return web.json_response(
-                {"error": f"request {spec.rid} already on {self.id}"}, status=409
-            )
-        job = Job(spec.rid, seq, channel)
-        self.jobs[spec.rid] = job
+        job = Job(spec.rid, seq, channel=channel)
+        refused = self.core.accept(job)
+        if refused is not None:
+            return web.json_response({"error": f"{refused} ({self.id})"}, status=409)
         self.m.requests.inc(1, kind)
         return job
 
     def _submit(self, job: Job) -> web.Response:
-        self._dispatch(self.engine.submit(job.seq, time.monotonic()))
-        self.driver.kick()
+        self._run(self.core.submit(job, time.monotonic()))
         return web.json_response({"accepted": job.rid})
 
-    def _stream_for(self, spec: proto.RequestCore) -> TokenStream:
-        return TokenStream(
-            spec.seed, spec.rid, self.machine.model.vocab_size, self.dep.eos_probability
-        )
+    def _job(self, rid: str) -> Job | None:
+        job = self.jobs.get(rid)
+        assert job is None or isinstance(job, Job)
+        return job
 
-    def _output_seq(
-        self,
-        spec: proto.GenerateSpec | proto.DecodeSpec,
-        *,
-        compute_prompt: bool,
-        decode_after_kv: bool,
-    ) -> Seq:
-        """The sequence of a request this instance decodes (colocated, D, RLD or MD)."""
-        return Seq(
-            rid=spec.rid,
-            prompt_len=spec.prompt_len,
-            hashes=spec.hashes,
-            stream=self._stream_for(spec),
-            max_tokens=spec.max_tokens,
-            min_tokens=spec.min_tokens,
-            ignore_eos=spec.ignore_eos,
-            compute_prompt=compute_prompt,
-            decode_after_kv=decode_after_kv,
-            reserve_output=spec.max_tokens,
-            use_cache=self.cfg.prefix_cache,
-            seed=spec.seed,
-        )
+    def _seq(self, spec: proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec) -> Seq:
+        return seq_for(self.dep, self.cfg, spec)
 
     # -- colocated ------------------------------------------------------------------------
     async def h_generate(self, request: web.Request) -> web.Response:
         spec = proto.GenerateSpec.model_validate(await request.json())
-        seq = self._output_seq(spec, compute_prompt=True, decode_after_kv=True)
-        job = self._accept(spec, seq, "generate")
+        job = self._accept(spec, self._seq(spec), "generate")
         return job if isinstance(job, web.Response) else self._submit(job)
 
     # -- prefill --------------------------------------------------------------------------
     async def h_prefill(self, request: web.Request) -> web.Response:
         spec = proto.PrefillSpec.model_validate(await request.json())
-        seq = Seq(
-            rid=spec.rid,
-            prompt_len=spec.prompt_len,
-            hashes=spec.hashes,
-            stream=TokenStream(spec.seed, spec.rid, self.machine.model.vocab_size),
-            max_tokens=1,
-            compute_prompt=True,
-            decode_after_kv=False,
-            reserve_output=0,
-            use_cache=self.cfg.prefix_cache,
-        )
-        job = self._accept(spec, seq, "prefill")
+        job = self._accept(spec, self._seq(spec), "prefill")
         if isinstance(job, web.Response):
             return job
+        self.core.expect_senders(job, len(spec.targets))
         for target in spec.targets:
-            job.senders.append(
+            job.kv_senders.append(
                 KvSender(
                     self._http_for(kv=True),
                     target,
@@ -323,39 +259,23 @@ class WorkerInstance(HandoffEndpoints):
             )
         return self._submit(job)
 
-    def _start_senders(self, job: Job) -> None:
-        remaining = len(job.senders)
-
+    def _start_senders(self, job: Job, computed: int) -> None:
         async def send(sender: KvSender) -> None:
-            nonlocal remaining
             try:
                 t = sender.target  # WAN: the peer's streams, in order of arrival
                 wan = self._streams[t.address] if t.path == "wan" else contextlib.nullcontext()
                 async with wan:
                     r = await sender.run()
                 self.m.kv_sent.inc(r.bytes, r.to, r.path)
-                job.event(
-                    "kv_sent",
-                    to=r.to,
-                    path=r.path,
-                    start=r.start,
-                    first_byte=r.first_byte,
-                    active=r.active,
-                    end=r.end,
-                    bytes=r.bytes,
-                    modelled_bytes=r.modelled_bytes,
-                    tokens=r.tokens,
-                )
+                self._run(self.core.emit(job, "kv_sent", **dataclasses.asdict(r)))
             except KvTransferError as exc:
                 self.m.errors.inc(1, "kv-transfer")
-                job.event("error", kind="kv-transfer", message=str(exc))
+                self._run(self.core.emit(job, "error", kind="kv-transfer", message=str(exc)))
             finally:
-                remaining -= 1
-                if remaining == 0 and not job.finished:
-                    self._finish(job, "prefilled")
+                self._run(self.core.sender_done(job, time.monotonic()))
 
-        for s in job.senders:
-            s.available(job.seq.computed)
+        for s in job.kv_senders:
+            s.available(computed)
             job.tasks.append(asyncio.create_task(send(s)))
 
     # -- decoders -------------------------------------------------------------------------
@@ -363,14 +283,12 @@ class WorkerInstance(HandoffEndpoints):
         spec = proto.DecodeSpec.model_validate(await request.json())
         if spec.mode == "relay" and self.role is not Role.RELAY_DECODE:
             return web.json_response({"error": f"{self.id} is not a relay-decode"}, status=400)
-        seq = self._output_seq(spec, compute_prompt=False, decode_after_kv=spec.mode != "main-auto")
-        job = self._accept(spec, seq, "decode")
+        job = self._accept(spec, self._seq(spec), "decode")
         if isinstance(job, web.Response):
             return job
         job.mode = spec.mode
         if spec.mode == "relay":
-            job.relay = RelayHandoff(self.policy)
-            job.peer_address, job.peer_instance = spec.peer_address, spec.peer_instance
+            self.core.relay_mode(job, spec.peer_address, spec.peer_instance)
             if spec.peer_address:
                 job.tasks.append(asyncio.create_task(self._connect_to(spec.peer_address)))
         return self._submit(job)
@@ -386,20 +304,14 @@ class WorkerInstance(HandoffEndpoints):
 
     async def h_kv(self, request: web.Request) -> web.Response:
         rid = request.match_info["rid"]
-        job = self.jobs.get(rid)
+        job = self._job(rid)
         if job is None:
             return web.json_response(
                 {"error": f"no reservation for {rid} on {self.id}"}, status=404
             )
-        if job.mode == "main-auto":
-            if request.headers.get(proto.KV_MODE) == "main":
-                job.mode = "main"
-                job.main = MainHandoff()
-                job.peer_address = request.headers.get(proto.KV_RELAY)
-                job.peer_instance = request.headers.get(proto.KV_RELAY_ID)
-            else:
-                job.mode = "direct"
-                job.seq.decode_after_kv = True
+        h = request.headers
+        mode = h.get(proto.KV_MODE, "")
+        self.core.kv_mode(job, mode, h.get(proto.KV_RELAY), h.get(proto.KV_RELAY_ID))
         try:
             receipt = await receive_kv(request)
         except KvTransferError as exc:
@@ -410,112 +322,70 @@ class WorkerInstance(HandoffEndpoints):
             self._fail(job, "kv-transfer", f"KV connection to {self.id} for {rid} was cut")
             raise
         self.m.kv_received.inc(receipt.bytes, receipt.source, receipt.path)
-        job.kv_landed = True
-        if job.released or job.finished:
-            self.jobs.pop(rid, None)
+        fields = {
+            "source": receipt.source,
+            "path": receipt.path,
+            "start": receipt.start,
+            "end": receipt.end,
+            "bytes": receipt.bytes,
+            "modelled_bytes": receipt.modelled_bytes,
+        }
+        effects = self.core.kv_arrived(job, fields, time.monotonic())
+        if effects is None:
             return web.json_response({"received": receipt.bytes, "discarded": True})
-        job.event(
-            "kv_landed",
-            source=receipt.source,
-            path=receipt.path,
-            start=receipt.start,
-            end=receipt.end,
-            bytes=receipt.bytes,
-            modelled_bytes=receipt.modelled_bytes,
-        )
-        self._dispatch(self.engine.kv_landed(rid, receipt.end))
-        if job.main is not None:
-            self._main_act(job, job.main.kv_landed())
-        elif job.relay is not None:
-            self._relay_try(job)
-        self.driver.kick()
+        self._run(effects)
         return web.json_response({"received": receipt.bytes, "start": receipt.start})
 
-    # -- engine events --------------------------------------------------------------------
+    # -- effects (what the core decided) ------------------------------------------------
     def _on_events(self, events: list[Event]) -> None:
-        self._dispatch(events)
+        self._run(self.core.dispatch(events, time.monotonic()))
 
-    def _dispatch(self, events: list[Event]) -> None:
-        # A relay decides its handoff once per step boundary, after all of the step's tokens
-        # (speculative decoding emits several per request): deciding at the first of them
-        # would count tokens whose last one may end the request.
-        relays: dict[str, Job] = {}
-        for ev in events:
-            job = self.jobs.get(ev.rid)
-            if job is None:
+    def _run(self, effects: list[Effect]) -> None:
+        for e in effects:
+            if e.do is Do.KICK:
+                self.driver.kick()
                 continue
-            if isinstance(ev, TokenOut):
-                job.token(ev.position, ev.token)
+            job = e.job
+            assert isinstance(job, Job)
+            if e.do is Do.TOKEN:
+                job.channel.push(token_line(job.rid, e.n, e.token))
                 self.m.tokens.inc()
                 if job.relay is not None:
                     self.m.relayed.inc()
-                if ev.finish is not None:
-                    if job.relay is not None and job.peer_address:
-                        batch = job.relay.finish(ev.position + 1)
-                        if batch is not None:
-                            job.tasks.append(asyncio.create_task(self._send_handoff(job, batch)))
-                    self._finish(job, ev.finish, emitted=ev.position + 1)
-                elif job.relay is not None:
-                    relays[job.rid] = job
-            elif isinstance(ev, Admitted):
-                job.event("admitted", t=ev.t, cached=ev.cached)
-                if job.senders:
-                    self._start_senders(job)
-            elif isinstance(ev, PrefillProgress):
-                for s in job.senders:
-                    s.available(ev.computed)
-            elif isinstance(ev, PrefillDone):
-                job.event(
-                    "prefill",
-                    start=ev.start,
-                    end=ev.end,
-                    chunks=ev.chunks,
-                    cached=job.seq.cached,
-                    uncached=job.seq.prompt_len - job.seq.cached,
-                )
-            elif isinstance(ev, ExtendDone):
-                final = job.main is not None and job.main.pending_final
-                job.event("extend", k=ev.k, start=ev.start, end=ev.end, final=final)
-                self._main_applied(job, ev.processed)
-            elif isinstance(ev, Refused):
-                self._fail(job, "refused", ev.message)
-        for job in relays.values():
-            self._relay_try(job)
+            elif e.do is Do.EMIT:
+                job.channel.push(event_line(job.rid, e.ev, **(e.fields or {})))
+            elif e.do is Do.START_SENDERS:
+                self._start_senders(job, e.n)
+            elif e.do is Do.FEED_SENDERS:
+                for s in job.kv_senders:
+                    s.available(e.n)
+            elif e.do is Do.SEND_HANDOFF:
+                assert e.batch is not None
+                job.tasks.append(asyncio.create_task(self._send_handoff(job, e.batch)))
+            elif e.do is Do.NOTIFY_MD:
+                job.tasks.append(asyncio.create_task(self._notify_ready(job)))
+            elif e.do is Do.ACK:
+                job.acknowledge(e.n)
+            elif e.do is Do.FINISHED:
+                if job.acks:  # finished while handoff messages wait: answer, do not strand
+                    job.acknowledge(e.n)
+                if e.linger:
+                    asyncio.get_running_loop().call_later(
+                        self.dep.request_timeout_s, self.jobs.pop, job.rid, None
+                    )
+            elif e.do is Do.ABORTED:
+                for t in job.tasks:
+                    if not t.done() and t is not asyncio.current_task():
+                        t.cancel()
+                for fut in job.acks:
+                    if not fut.done():
+                        fut.cancel()
+                job.acks.clear()
 
     # -- endings --------------------------------------------------------------------------
-    def _finish(self, job: Job, reason: str, *, emitted: int | None = None) -> None:
-        job.event("done", reason=reason, t=time.monotonic(), emitted=emitted)
-        job.close()
-        if job.acks:  # MD finished while handoff messages wait: answer them, do not strand
-            job.acknowledge(job.main.level if job.main is not None else 0)
-        if self.role is Role.PREFILL:
-            self.engine.release(job.rid)
-            self.driver.kick()
-        if not (job.released and not job.kv_landed and self.role is Role.RELAY_DECODE):
-            self.jobs.pop(job.rid, None)
-        else:
-            # RLD handed off before its own KV landed: keep the job so the late transfer
-            # is accepted and discarded instead of refused.
-            asyncio.get_running_loop().call_later(
-                self.dep.request_timeout_s, self.jobs.pop, job.rid, None
-            )
-
     def _fail(self, job: Job, kind: str, message: str) -> None:
-        if job.finished:
-            return
-        job.event("error", kind=kind, message=message)
-        self._abort(job, message)
+        self._run(self.core.fail(job, kind, message))
 
-    def _abort(self, job: Job, reason: str) -> None:
-        job.close()
-        job.released = True
-        self.jobs.pop(job.rid, None)
-        self.engine.release(job.rid)
-        for t in job.tasks:
-            if not t.done() and t is not asyncio.current_task():
-                t.cancel()
-        for fut in job.acks:
-            if not fut.done():
-                fut.cancel()
-        job.acks.clear()
-        self.driver.kick()
+    def _abort(self, job: JobCore, reason: str) -> None:
+        del reason  # the router has the reason; the instance only frees the request
+        self._run(self.core.abort(job))

@@ -1,13 +1,13 @@
 """The RLD <-> MD handoff endpoints of a worker instance (I/O around :mod:`handoff`).
 
 Owns the messages of the Extend-Decode (or KV) handoff as a mixin of
-:class:`~pddbench.servers.instance.WorkerInstance`: RLD hears ``md_ready``, asks its
-:class:`~pddbench.servers.handoff.RelayHandoff` what to send at each step boundary and POSTs
-batches to MD; MD validates each batch (token ids included) with its
-:class:`~pddbench.servers.handoff.MainHandoff`, extends or adopts, and acknowledges with its
-new level. A KV handoff also pays the modelled GPU <-> host staging copy on each side
-(:func:`~pddbench.servers.compute.kv_copy_seconds`). Decisions stay in the sans-IO state
-machines; this module only moves them.
+:class:`~pddbench.servers.instance.WorkerInstance`: RLD hears ``md_ready`` and POSTs the
+batches its core decides (:mod:`~pddbench.servers.instance_core`, over
+:class:`~pddbench.servers.handoff.RelayHandoff`) to MD; MD checks each batch's bytes and
+token ids, hands it to its core (:class:`~pddbench.servers.handoff.MainHandoff`: extend,
+adopt or retire) and acknowledges with its new level. A KV handoff also pays the modelled
+GPU <-> host staging copy on each side (:func:`~pddbench.servers.compute.kv_copy_seconds`).
+Decisions stay in the sans-IO cores; this module only moves them.
 """
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ from aiohttp import web
 
 from pddbench.servers import protocol as proto
 from pddbench.servers.compute import kv_copy_seconds
-from pddbench.servers.engine import Phase
 from pddbench.servers.handoff import (
     Adopt,
     Batch,
-    Extend,
     HandoffError,
-    MainHandoff,
-    NotifyReady,
-    Retire,
 )
 from pddbench.servers.kvlink import scaled
 
@@ -47,36 +42,16 @@ class HandoffEndpoints(_Base):
     # RLD side ----------------------------------------------------------------------------
     async def h_md_ready(self, request: web.Request) -> web.Response:
         msg = proto.MdReady.model_validate(await request.json())
-        job = self.jobs.get(msg.rid)
+        job = self._job(msg.rid)
         if job is None or job.relay is None:
             return web.json_response({"error": f"no relay of {msg.rid} on {self.id}"}, status=404)
         try:
-            job.relay.md_ready(msg.level)
+            effects = self.core.md_ready(job, msg.level, time.monotonic())
         except HandoffError as exc:
             self._fail(job, "handoff", str(exc))
             return web.json_response({"error": str(exc)}, status=409)
-        job.event("md_ready", level=msg.level, t=time.monotonic())
-        self._relay_try(job)
+        self._run(effects)
         return web.json_response({"ok": True})
-
-    def _relay_try(self, job: Job) -> None:
-        assert job.relay is not None
-        if job.finished or job.released:
-            return
-        seq = job.seq
-        emitted = seq.next_emit if seq.phase in (Phase.DECODE, Phase.DONE) else 0
-        try:
-            batch = job.relay.decide(emitted, self.engine.load())
-        except HandoffError as exc:
-            self._fail(job, "handoff", str(exc))
-            return
-        if batch is None:
-            return
-        if batch.final:
-            job.released = True
-            self.engine.release(job.rid)
-            self.driver.kick()
-        job.tasks.append(asyncio.create_task(self._send_handoff(job, batch)))
 
     async def _send_handoff(self, job: Job, batch: Batch) -> None:
         # Extend-Decode ships token ids (control traffic); a KV handoff ships KV (bulk).
@@ -118,7 +93,8 @@ class HandoffEndpoints(_Base):
         t_ack = time.monotonic()
         self.m.handoffs.inc(1, batch.mode)
         self.m.kv_sent.inc(len(body), job.peer_instance or "?", "handoff")
-        job.event(
+        emit = self.core.emit(
+            job,
             "handoff",
             start=batch.start,
             end=batch.end,
@@ -131,17 +107,7 @@ class HandoffEndpoints(_Base):
             modelled_payload_bytes=len(head) + kv_modelled,
             copy_s=copy_s,
         )
-        if batch.final:
-            if not batch.finished:
-                self._finish(job, "handed-off", emitted=batch.end)
-            return
-        assert job.relay is not None
-        try:
-            job.relay.md_ready(int(reply["level"]))
-        except (HandoffError, KeyError, ValueError) as exc:
-            self._fail(job, "handoff", f"bad handoff acknowledgement: {exc}")
-            return
-        self._relay_try(job)
+        self._run(emit + self.core.handoff_acked(job, batch, reply.get("level"), t_ack))
 
     # MD side -----------------------------------------------------------------------------
     async def h_handoff(self, request: web.Request) -> web.Response:
@@ -151,11 +117,9 @@ class HandoffEndpoints(_Base):
         got = 0
         async for piece in request.content.iter_any():
             got += len(piece)
-        job = self.jobs.get(msg.rid)
+        job = self._job(msg.rid)
         if job is not None and job.main is None and job.mode == "main-auto":
-            # The relay's message overtook the KV transfer's headers: this is a relayed request.
-            job.mode, job.main = "main", MainHandoff()
-            job.peer_address, job.peer_instance = msg.rld_address, msg.rld_instance
+            self.core.handoff_from(job, msg.rld_address, msg.rld_instance)
         if job is None or job.main is None:
             return web.json_response(
                 {"error": f"no main decode of {msg.rid} on {self.id}"}, status=404
@@ -172,7 +136,7 @@ class HandoffEndpoints(_Base):
                 return web.json_response({"error": text}, status=409)
         batch = Batch(msg.start, msg.end, msg.final, msg.mode, msg.finished)
         try:
-            action = job.main.on_batch(batch)
+            action = self.core.handoff_arrived(job, batch)
         except HandoffError as exc:
             self._fail(job, "handoff", str(exc))
             return web.json_response({"error": str(exc)}, status=409)
@@ -188,42 +152,9 @@ class HandoffEndpoints(_Base):
         loop = asyncio.get_running_loop()
         ack: asyncio.Future[int] = loop.create_future()
         job.acks.append(ack)
-        self._main_act(job, action)
+        self._run(self.core.main_act(job, action, time.monotonic()))
         level = await ack
         return web.json_response({"level": level, "t_recv": t_recv, "t_applied": time.monotonic()})
-
-    def _main_act(self, job: Job, action: object) -> None:
-        now = time.monotonic()
-        main = job.main
-        assert main is not None
-        if isinstance(action, NotifyReady):
-            if action.level == 0:
-                job.tasks.append(asyncio.create_task(self._notify_ready(job)))
-            else:
-                job.acknowledge(action.level)
-        elif isinstance(action, Retire):
-            job.released = True
-            self.engine.release(job.rid)
-            self._finish(job, "finished-on-relay")
-            job.acknowledge(main.level)
-            self.driver.kick()
-        elif isinstance(action, Extend):
-            self._dispatch(self.engine.extend(job.rid, action.k, action.final, now))
-            if action.k == 0:
-                self._main_applied(job, main.level)
-            self.driver.kick()
-        elif isinstance(action, Adopt):
-            self._dispatch(self.engine.adopt(job.rid, action.seam, now))
-            self._main_applied(job, action.seam)
-            self.driver.kick()
-
-    def _main_applied(self, job: Job, level: int) -> None:
-        assert job.main is not None
-        nxt = job.main.applied(level)
-        if nxt is not None:
-            self._main_act(job, nxt)
-        else:
-            job.acknowledge(level)
 
     async def _notify_ready(self, job: Job) -> None:
         assert self.http is not None
@@ -237,4 +168,4 @@ class HandoffEndpoints(_Base):
         except (aiohttp.ClientError, OSError, HandoffError) as exc:
             self._fail(job, "handoff", f"cannot reach relay {job.peer_instance}: {exc}")
             return
-        job.event("md_ready", level=0, t=time.monotonic())
+        self._run(self.core.emit(job, "md_ready", level=0, t=time.monotonic()))

@@ -1,9 +1,10 @@
 """The router: the deployment's front door (``POST /v1/completions``, ``/health``, ``/metrics``).
 
-Owns the shared state behind per-request flows (:mod:`~pddbench.servers.flows`): the
-instance pools and their in-flight loads, the affinity index (approximate prefix caches),
-the WAN link estimators, the health monitor that fails the requests of an instance that
-stops answering, and the client-facing HTTP handling (validation → 400, SSE streaming or a
+Owns the I/O around the router's sans-IO state (:class:`~pddbench.servers.router_core.RouterCore`:
+pools, loads, backlog, affinity, link estimators) and its per-request flows
+(:mod:`~pddbench.servers.flows`): the event channels to the instances, the health monitor
+that marks an instance down and fails its requests when it stops answering, and the
+client-facing HTTP handling (validation → 400, SSE streaming or a
 whole JSON response, the ``pdd`` story, ``X-Request-Id``). A client that disconnects
 cancels its flow, which aborts the request on every instance involved.
 """
@@ -24,12 +25,11 @@ from orjson import loads as _loads  # parses a 64K-token prompt ~3x faster than 
 
 from pddbench.servers import api
 from pddbench.servers.channel import ChannelReader
-from pddbench.servers.compute import prefill_seconds
 from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.flows import Flow, RequestFailed
 from pddbench.servers.instance import ProcessContext
 from pddbench.servers.metrics import Registry
-from pddbench.servers.routing import AffinityIndex, LinkEstimator, choose_instance
+from pddbench.servers.router_core import RouterCore
 from pddbench.servers.sessions import internal_runner, internal_session
 from pddbench.servers.tokens import block_hashes
 
@@ -64,21 +64,9 @@ class Router:
         self.cfg = dep.router
         self.id = self.cfg.id
         self.address = self.cfg.address
-        self.model = dep.machine(next(i for i in dep.instances if i.role is not Role.ROUTER)).model
-        self.routing_policy = dep.routing.policy()
-        self.selection = dep.routing.selection()
+        self.core = RouterCore(dep)
+        self.model = self.core.model
         self.story_grace_s = 0.5
-        workers = [i for i in dep.instances if i.role is not Role.ROUTER]
-        self.loads: dict[str, float] = {i.id: 0.0 for i in workers}
-        self.held_tokens: dict[str, int] = {i.id: 0 for i in workers}  # KV promised, per instance
-        self.prefill_backlog_s: dict[str, float] = {i.id: 0.0 for i in workers}  # P's queue
-        # nothing is routable before its first successful probe (and connected channel)
-        self.healthy: dict[str, bool] = {i.id: False for i in workers}
-        self.flows_by_instance: dict[str, set[Flow]] = {i.id: set() for i in workers}
-        bs = dep.block_size
-        self.capacity = {i.id: dep.capacity_tokens(i) for i in workers}
-        self.affinity = AffinityIndex({k: v // bs for k, v in self.capacity.items()})
-        self.links: dict[tuple[str, str], LinkEstimator] = {}
         self.inflight: dict[str, Flow] = {}  # requests whose client is still being served
         self.flows: dict[str, Flow] = {}  # requests whose instance events are still expected
         self.clocks: dict[str, dict[str, Any]] = {}
@@ -119,7 +107,7 @@ class Router:
         waits = [asyncio.wait_for(c.connected.wait(), 5.0) for c in self.channels.values()]
         await asyncio.gather(*waits, return_exceptions=True)
         for iid, channel in self.channels.items():  # routable once its channel is up
-            self.healthy[iid] = channel.connected.is_set()
+            self.core.set_healthy(iid, channel.connected.is_set())
         self._monitor = asyncio.create_task(self._health_loop())
         return self.address
 
@@ -133,12 +121,14 @@ class Router:
 
     def _lost(self, instance_id: str, why: str) -> None:
         inst = self.dep.instance(instance_id)
-        if self.healthy.get(instance_id):
-            self.healthy[instance_id] = False
+        if self.core.set_healthy(instance_id, False):
             self.m.health_changes.inc(1, instance_id)
-        self.affinity.forget(instance_id)
-        for flow in list(self.flows_by_instance[instance_id]):
-            flow.fail(f"lost instance {instance_id} ({inst.address}): {why}")
+        self._fail_flows(instance_id, f"lost instance {instance_id} ({inst.address}): {why}")
+
+    def _fail_flows(self, instance_id: str, message: str) -> None:
+        for flow in list(self.core.flows_by_instance[instance_id]):
+            assert isinstance(flow, Flow)
+            flow.fail(message)
 
     async def stop(self) -> None:
         if self._monitor is not None:
@@ -163,64 +153,7 @@ class Router:
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
-    # -- shared state for flows -----------------------------------------------------------
-    def choose(
-        self, role: Role, hashes: list[int], need_tokens: int = 0
-    ) -> tuple[InstanceConfig, int]:
-        """A healthy instance of ``role`` for this prompt (with ``need_tokens`` of KV room, when
-        one has it), and its believed cached blocks."""
-        pool = [i for i in self.dep.by_role(role) if self.healthy[i.id]]
-        if not pool:
-            raise RequestFailed(f"no healthy {role.value} instance")
-        roomy = [i for i in pool if self.room(i.id) >= need_tokens]
-        pool = roomy or pool
-        loads = {i.id: self.loads[i.id] for i in pool}
-        matched = {i.id: self.affinity.match(i.id, hashes) for i in pool}
-        chosen = choose_instance(loads, matched, len(hashes), self.selection)
-        return self.dep.instance(chosen), matched[chosen]
-
-    def affinity_insert(self, instance_id: str, hashes: list[int]) -> None:
-        self.affinity.insert(instance_id, hashes)
-
-    def has_healthy(self, role: Role) -> bool:
-        return any(self.healthy[i.id] for i in self.dep.by_role(role))
-
-    def link(self, src: InstanceConfig, dst: InstanceConfig) -> LinkEstimator:
-        key = (src.datacenter, dst.datacenter)
-        est = self.links.get(key)
-        if est is None:
-            r = self.dep.routing
-            line = r.wan_bandwidth_gbps * 1e9 / 8  # the configured line: prior and ceiling
-            est = LinkEstimator(
-                line, measured=r.bandwidth_source == "measured", ceiling_bytes_per_s=line
-            )
-            self.links[key] = est
-        return est
-
-    def predict_prefill_s(self, p: InstanceConfig, cached_blocks: int, prompt_len: int) -> float:
-        cached = min(cached_blocks * self.dep.block_size, prompt_len - 1)
-        sched = self.dep.scheduler_for(p)
-        return prefill_seconds(self.dep.machine(p), prompt_len - cached, cached, sched.chunk_tokens)
-
-    def hold(self, instance_id: str, flow: Flow, tokens: int = 0) -> None:
-        self.loads[instance_id] += 1
-        self.held_tokens[instance_id] += tokens
-        self.flows_by_instance[instance_id].add(flow)
-
-    def unhold(self, instance_id: str, flow: Flow, tokens: int = 0) -> None:
-        self.loads[instance_id] -= 1
-        self.held_tokens[instance_id] -= tokens
-        self.flows_by_instance[instance_id].discard(flow)
-
-    def room(self, instance_id: str) -> int:
-        """KV tokens not yet promised to requests routed to this instance."""
-        return self.capacity[instance_id] - self.held_tokens[instance_id]
-
-    def relay_room(self) -> int | None:
-        """KV room on the roomiest healthy relay (None when there is none)."""
-        rooms = [self.room(i.id) for i in self.dep.by_role(Role.RELAY_DECODE) if self.healthy[i.id]]
-        return max(rooms) if rooms else None
-
+    # -- I/O for flows --------------------------------------------------------------------
     def abort(self, inst: InstanceConfig, rid: str, reason: str) -> None:
         async def post() -> None:
             try:
@@ -252,13 +185,11 @@ class Router:
             if ok and not channel.connected.is_set():
                 channel.start()  # (re)connect; routable once the channel is up
             up = strikes[inst.id] < self.dep.health_failures and channel.connected.is_set()
-            if up != self.healthy[inst.id]:
-                self.healthy[inst.id] = up
+            if self.core.set_healthy(inst.id, up):
                 self.m.health_changes.inc(1, inst.id)
             if not up:
-                self.affinity.forget(inst.id)
-                for flow in list(self.flows_by_instance[inst.id]):
-                    flow.fail(f"instance {inst.id} ({inst.address}) is unreachable: {why}")
+                why = f"instance {inst.id} ({inst.address}) is unreachable: {why}"
+                self._fail_flows(inst.id, why)
 
         while True:
             await asyncio.gather(*(probe(i) for i in workers))
@@ -266,7 +197,7 @@ class Router:
 
     # -- HTTP -----------------------------------------------------------------------------
     async def h_health(self, request: web.Request) -> web.Response:
-        down = sorted(k for k, ok in self.healthy.items() if not ok)
+        down = sorted(k for k, ok in self.core.healthy.items() if not ok)
         # 200 only when every instance is routable: deployers wait on this before traffic
         return web.json_response(
             {"status": "ok" if not down else "degraded", "instance": self.id, "down": down},
@@ -311,7 +242,7 @@ class Router:
         if rid in self.inflight:
             return self._bad(f"request id {rid} is already in flight", 409)
         need = len(req.prompt) + req.max_tokens
-        smallest = min(self.capacity.values())
+        smallest = min(self.core.capacity.values())
         if need > smallest:
             return self._bad(
                 f"request needs {need} tokens of KV but an instance holds at most {smallest}"
@@ -381,8 +312,18 @@ class _RouterMetrics:
         self._router = router
         r.add(router.proc.loop_lag.histogram)
 
+    # the flow cores' counters (flow_core.Counters)
+    def routed(self, pipeline: str) -> None:
+        self.requests.inc(1, pipeline)
+
+    def seam_error(self) -> None:
+        self.seam_errors.inc()
+
+    def handoff(self, mode: str) -> None:
+        self.handoffs.inc(1, mode)
+
     def render(self) -> str:
-        for (a, b), est in self._router.links.items():
+        for (a, b), est in self._router.core.links.items():
             self.link_bw.set(est.bandwidth, f"{a}->{b}")
             self.link_q.set(est.in_flight_bytes, f"{a}->{b}")
         return self.registry.render()

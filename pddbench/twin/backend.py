@@ -1,0 +1,82 @@
+"""The twin as a run's backend: a replay plan in, a finalised run folder out.
+
+Owns :func:`drive_virtual`, the virtual-time counterpart of
+:func:`pddbench.harness.drive.replay.run_replay` (what a ``--backend virtual`` will call
+through the harness's backend protocol): the plan's requests get the servers' block hashes
+(:func:`~pddbench.twin.prompts.server_hashes`), replay through
+:func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
+``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
+says ``backend = "virtual"`` and carries the link model's parameters. Not honoured yet:
+``max_concurrency``, ``max_duration_s``, ``links.parquet`` and ``server_metrics.parquet``.
+Must not deploy anything, open sockets or choose the run folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
+from pddbench.harness.plan.options import ReplayOptions
+from pddbench.harness.plan.player import PlannedRequest
+from pddbench.harness.rundir.folder import RunPaths
+from pddbench.harness.rundir.manifest import RunManifest, RunStatus
+from pddbench.harness.rundir.records import Journal, finalize_journal
+from pddbench.netem.topology_config import NetworkConfig
+from pddbench.servers.config import DeploymentConfig
+from pddbench.twin.prompts import server_hashes
+from pddbench.twin.run import Twin, run_twin
+
+TARGET = "virtual://"
+
+
+def link_parameters(dep: DeploymentConfig, net: NetworkConfig | None) -> dict[str, object]:
+    """The link model's parameters per instance pair that carries traffic (for the manifest)."""
+    twin = Twin(dep, net)
+    out: dict[str, object] = {}
+    for a in dep.instances:
+        for b in dep.instances:
+            if a.id != b.id:
+                out[f"{a.id}->{b.id}"] = asdict(twin.net.params(a, b))
+    return {"model": "pddbench.twin.links", "prewarmed": True, "paths": out}
+
+
+def drive_virtual(
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    dep: DeploymentConfig,
+    net: NetworkConfig | None,
+    paths: RunPaths,
+    manifest: RunManifest,
+    *,
+    seed: int = 0,
+) -> ReplayOutcome:
+    """Replay ``plan`` through the twin of ``dep`` into ``paths``; finalises the folder."""
+    manifest.replay = {
+        **replay_section(plan, options, TARGET + dep.router.id),
+        "backend": "virtual",
+        "link_model": link_parameters(dep, net),
+    }
+    lists = plan.table.column("block_hashes").to_pylist()
+    sizes = plan.table.column("block_size").to_pylist()
+    bs = dep.block_size
+
+    def hashes(r: PlannedRequest) -> list[int]:
+        return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
+
+    records = run_twin(
+        dep,
+        net,
+        plan.requests,
+        hashes,
+        seed=seed,
+        on_error=options.on_error,
+        cached_theoretical=plan.theoretical_cached,
+    )
+    with Journal(paths.journal) as journal:
+        for rec in records:
+            journal.append(rec)
+    count, unreadable = finalize_journal(paths.journal, paths.requests)
+    manifest.finish(RunStatus.COMPLETE, records=count, unreadable_lines=unreadable)
+    manifest.save(paths.root)
+    errors = sum(1 for r in records if r.status != "ok")
+    return ReplayOutcome(paths, count, False, errors)

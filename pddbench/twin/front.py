@@ -1,0 +1,208 @@
+"""The router's side of one request in virtual time, and the record the client would write.
+
+Owns the twin's driver of :class:`~pddbench.servers.flow_core.FlowCore` (what
+:mod:`pddbench.servers.flows` does with sockets): opening the streams the core asks for
+after the router → instance control delay, feeding it the instances' events and tokens,
+flushing ready tokens to the client as one chunk per instant, the brief grace for P's late
+transfer reports before the story is final, the request timeout, and following instances
+still busy after the client was answered. At the end it fills a
+:class:`~pddbench.harness.rundir.records.RequestRecord` the way the harness's client does
+(:func:`~pddbench.harness.drive.stream_records.finish_record`), with the TTFT parts joined
+on the virtual clock. Must not make a routing or flow decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
+from pddbench.harness.drive.stream import StreamSummary
+from pddbench.harness.drive.stream_records import fail_record, finish_record, record_for
+from pddbench.harness.plan.player import DueRequest
+from pddbench.harness.rundir.records import ErrorClass, RequestRecord
+from pddbench.servers import protocol as proto
+from pddbench.servers.flow_core import (
+    GENERATE,
+    PREFILL,
+    Action,
+    Counters,
+    FlowCore,
+    Open,
+    story_for,
+)
+from pddbench.servers.flow_core import RequestSpec as FlowSpec
+from pddbench.servers.router_core import RequestFailed, RouterCore
+
+if TYPE_CHECKING:
+    from pddbench.twin.run import Twin
+
+VIRTUAL = ClockJoin(origin_monotonic_s=0.0, origin_wall_s=None)  # server times are run times
+STORY_GRACE_S = 0.5  # as the router's
+
+
+class TwinFlow:
+    def __init__(
+        self,
+        twin: Twin,
+        core: RouterCore,
+        counters: Counters,
+        due: DueRequest,
+        hashes: list[int],
+        on_done: Callable[[TwinFlow], None],
+    ) -> None:
+        self.twin = twin
+        self.due = due
+        self.on_done = on_done
+        req = due.request
+        dep = twin.dep
+        self.rid = req.request_id
+        spec = FlowSpec(
+            rid=self.rid,
+            prompt_len=req.input_length,
+            hashes=hashes,
+            max_tokens=req.output_length,
+            min_tokens=0,
+            ignore_eos=True,
+            seed=dep.seed,
+        )
+        self.story = story_for(core, spec, twin.sim.now)
+        self.core = FlowCore(core, spec, self.story, counters)
+        self.send_s = due.intended_send_s
+        self.chunks: list[tuple[float, int]] = []  # (client time, tokens)
+        self.record: RequestRecord | None = None
+        self.answered = False
+        self.closed = False
+
+    # -- running --------------------------------------------------------------------------
+    def start(self) -> None:
+        sim = self.twin.sim
+        sim.after(self.twin.dep.request_timeout_s, self._timeout)
+        self._guard(lambda: self._act(self.core.start(sim.now)))
+
+    def _act(self, actions: list[Action]) -> None:
+        twin = self.twin
+        for a in actions:
+            at = twin.net.control(twin.sim.now, twin.router, a.instance)
+            worker = twin.worker(a.instance.id)
+            if isinstance(a, Open):
+                body = {**a.body, "channel": twin.router.id}
+                if a.path == PREFILL:
+                    spec: Any = proto.PrefillSpec(**body, targets=list(a.targets))
+                elif a.path == GENERATE:
+                    spec = proto.GenerateSpec(**body)
+                else:
+                    spec = proto.DecodeSpec(**body)
+                twin.sim.at(at, worker.open, spec)
+            else:
+                twin.sim.at(at, worker.abort, self.rid)
+
+    def deliver(self, instance_id: str, item: Any) -> None:
+        label = self.core.label_of(instance_id)
+        if label is None or self.closed:
+            return
+        if self.answered:
+            if isinstance(item, dict):
+                self.core.drain_event(label, item)
+            self._maybe_close()
+            return
+        self._guard(lambda: self._handle(label, item))
+
+    def _handle(self, label: str, item: Any) -> None:
+        now = self.twin.sim.now
+        if type(item) is list:  # the tokens of one step
+            ready = [t for pos, tok in item for t in self.core.token(label, pos, tok, now)]
+            if ready:
+                t = self.twin.net.control(now, self.twin.router, self.twin.router)
+                if self.chunks and self.chunks[-1][0] == t:
+                    self.chunks[-1] = (t, self.chunks[-1][1] + len(ready))
+                else:
+                    self.chunks.append((t, len(ready)))
+        else:
+            self._act(self.core.event(label, item, now))
+        core = self.core
+        if core.complete and not self.answered:
+            if "P" not in core.opened or "P" in core.done_labels:
+                self._answer()
+            else:
+                self.twin.sim.after(STORY_GRACE_S, self._answer)
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except RequestFailed as exc:
+            self._failed(str(exc))
+
+    def _timeout(self) -> None:
+        if not self.answered:
+            timeout = self.twin.dep.request_timeout_s
+            self._failed(f"request {self.rid} timed out after {timeout:.0f} s")
+
+    # -- endings --------------------------------------------------------------------------
+    def _answer(self) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        self.record = self._record(None)
+        self.on_done(self)
+        self._maybe_close()
+
+    def _failed(self, message: str) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        self.story.error = message
+        for label in self.core.pending_labels():
+            inst = self.core.opened[label]
+            at = self.twin.net.control(self.twin.sim.now, self.twin.router, inst)
+            self.twin.sim.at(at, self.twin.worker(inst.id).abort, self.rid)
+        self.core.done_labels.update(self.core.opened)
+        self.record = self._record(message)
+        self.on_done(self)
+        self._maybe_close()
+
+    def _maybe_close(self) -> None:
+        if not self.closed and not self.core.pending_labels():
+            self.closed = True
+            self.core.finish_up()
+            self.twin.flows.pop(self.rid, None)
+
+    def _record(self, error: str | None) -> RequestRecord:
+        req = self.due.request
+        now = self.twin.sim.now
+        rec = record_for(self.due, self.twin.cached_theoretical)
+        rec.actual_send_s = self.send_s  # the twin's client sends on time
+        times = [t for t, n in self.chunks for _ in range(n)]
+        itl: list[float] = []
+        prev = None
+        for t, n in self.chunks:  # a chunk's interval is split across the tokens it carries
+            if prev is not None:
+                itl.extend([(t - prev) / n] * n)
+            else:
+                itl.extend([0.0] * (n - 1))
+            prev = t
+        story = self.story.to_json()
+        summary = StreamSummary(
+            first_token_s=times[0] if times else None,
+            last_token_s=times[-1] if times else None,
+            output_tokens=len(times),
+            token_count_source="token_ids",
+            chunks=len(self.chunks),
+            itl_s=np.asarray(itl, dtype=float),
+            cached_tokens_reported=int(story["cached_tokens"]),
+            prompt_tokens_reported=req.input_length,
+            integrity_ok=True,
+            integrity_error=None,
+            server_timing=story,
+            token_times_s=times,
+        )
+        finish_record(rec, summary, lambda: now)
+        if rec.server_timing is not None and rec.first_token_s is not None:
+            parts = decompose(rec.server_timing, self.send_s, rec.first_token_s, VIRTUAL)
+            for name, value in parts.record_columns().items():
+                setattr(rec, name, value)
+        if error is not None:
+            fail_record(rec, lambda: now, ErrorClass.STREAM, error)
+        return rec

@@ -1,0 +1,36 @@
+"""The servers' prompt block hashes of a trace request, without materialising its prompt.
+
+The emulated run sends each request's prompt materialised from its trace block hashes
+(:mod:`pddbench.workloads.materialize`: the same hash, the same tokens) and the servers
+hash it in blocks of the deployment's ``block_size`` (:func:`pddbench.servers.tokens.block_hashes`),
+so two prompts share a server block exactly when they share the trace blocks up to it (a
+partial last trace block is its hash's first tokens); tokens past the listed blocks are
+the request's own. This module gives the
+twin hashes with that same sharing (values differ, equality does not): a trace block of
+``f`` server blocks becomes ``f`` ids ``h * f + i``; the tail's server blocks get ids no
+other request has (negative, from the request's trace row). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def server_hashes(
+    trace_hashes: Sequence[int], trace_bs: int, server_bs: int, input_length: int, row: int
+) -> list[int]:
+    """Ids of the ``input_length // server_bs`` full server blocks of one request."""
+    n = input_length // server_bs
+    if trace_bs % server_bs == 0:
+        f = trace_bs // server_bs
+        listed = trace_hashes[: -(-input_length // trace_bs)]  # a partial last block too
+        out = [h * f + i for h in listed for i in range(f)]
+    elif server_bs % trace_bs == 0:  # coarser server blocks: every k-th chained hash
+        k = server_bs // trace_bs
+        out = list(trace_hashes[k - 1 :: k])
+    else:  # no common grid: a server block is shared up to the last trace block it covers
+        out = [trace_hashes[((j + 1) * server_bs) // trace_bs - 1] for j in range(n)]
+        out = out[: len(trace_hashes) * trace_bs // server_bs]
+    out = out[:n]
+    base = -(row + 1) << 32
+    return out + [base - j for j in range(len(out), n)]

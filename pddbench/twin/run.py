@@ -1,0 +1,110 @@
+"""Replays planned requests through a reference deployment in virtual time.
+
+Owns the twin as a whole (:class:`Twin`: the sim, the link model, one
+:class:`~pddbench.twin.worker.TwinWorker` per instance, the router's
+:class:`~pddbench.servers.router_core.RouterCore`) and :func:`run_twin`: the harness's
+:class:`~pddbench.harness.plan.player.SessionPlayer` decides what is due when (turn waits,
+think times, open-loop arrivals, exactly as for the emulated run), each due request becomes
+a :class:`~pddbench.twin.front.TwinFlow`, and the records come back in completion order.
+Deterministic: no wall clock, no sockets, no unseeded randomness; the same inputs give
+the same records, byte for byte. Must not decide what the servers' cores decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pddbench.harness.plan.player import DueRequest, OnError, PlannedRequest, SessionPlayer
+from pddbench.harness.rundir.records import RequestRecord
+from pddbench.netem.topology_config import NetworkConfig
+from pddbench.servers.config import DeploymentConfig, Role
+from pddbench.servers.flow_core import Tally
+from pddbench.servers.router_core import RouterCore
+from pddbench.twin.front import TwinFlow
+from pddbench.twin.links import Network
+from pddbench.twin.sim import Sim
+from pddbench.twin.worker import TwinWorker
+
+HashesOf = Callable[[PlannedRequest], list[int]]
+
+
+class Twin:
+    """One deployment on one virtual clock (the :class:`~pddbench.twin.worker.Fabric`)."""
+
+    def __init__(
+        self,
+        dep: DeploymentConfig,
+        net: NetworkConfig | None,
+        *,
+        seed: int = 0,
+        prewarmed: bool = True,
+    ) -> None:
+        self.sim = Sim()
+        self.dep = dep
+        self.net = Network(dep, net, seed, prewarmed=prewarmed)
+        self.router = dep.router
+        self.core = RouterCore(dep)
+        self.tally = Tally()
+        self.workers = {
+            i.id: TwinWorker(self, i) for i in dep.instances if i.role is not Role.ROUTER
+        }
+        for iid in self.workers:
+            self.core.set_healthy(iid, True)
+        self.flows: dict[str, TwinFlow] = {}
+        self.cached_theoretical: dict[str, int] | None = None  # by request id, when known
+
+    def worker(self, instance_id: str) -> TwinWorker:
+        return self.workers[instance_id]
+
+    def deliver(self, instance_id: str, rid: str, item: Any) -> None:
+        flow = self.flows.get(rid)
+        if flow is not None:
+            flow.deliver(instance_id, item)
+
+
+def run_twin(
+    dep: DeploymentConfig,
+    net: NetworkConfig | None,
+    planned: Iterable[PlannedRequest],
+    hashes_of: HashesOf,
+    *,
+    seed: int = 0,
+    on_error: OnError = OnError.CONTINUE,
+    until_s: float = float("inf"),
+    cached_theoretical: dict[str, int] | None = None,
+) -> list[RequestRecord]:
+    """Every planned request's record (completion order), replayed in virtual time."""
+    twin = Twin(dep, net, seed=seed)
+    twin.cached_theoretical = cached_theoretical
+    player = SessionPlayer(planned, on_error=on_error)
+    records: list[RequestRecord] = []
+    sim = twin.sim
+    wake: set[float] = set()
+
+    def done(flow: TwinFlow) -> None:
+        assert flow.record is not None
+        records.append(flow.record)
+        player.complete(flow.rid, sim.now, ok=flow.record.status == "ok")
+        arm()
+
+    def send() -> None:
+        wake.discard(sim.now)
+        for due in player.pop_due(sim.now):  # the client sits at the front door's site
+            sim.at(twin.net.control(sim.now, twin.router, twin.router), arrive, due)
+        arm()
+
+    def arrive(due: DueRequest) -> None:
+        flow = TwinFlow(twin, twin.core, twin.tally, due, hashes_of(due.request), done)
+        twin.flows[flow.rid] = flow
+        flow.start()
+
+    def arm() -> None:
+        t = player.next_due_s()
+        if t is not None and t not in wake:
+            wake.add(t)
+            sim.at(t, send)
+
+    arm()
+    sim.run(until_s)
+    return records

@@ -1,0 +1,69 @@
+"""The twin's virtual clock: a heap of timed callbacks, run in time order (sans-IO).
+
+Owns virtual time only: ``now``, scheduling a callback at or after an instant, and running
+them in (time, order of scheduling) order, so equal times break ties the same way on every
+run. Must not read a wall clock, sleep or touch sockets.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+
+class Sim:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._n = 0
+        self.events = 0
+
+    def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at ``t`` (never before now)."""
+        self._n += 1
+        heapq.heappush(self._heap, (max(t, self.now), self._n, fn, args))
+
+    def after(self, dt: float, fn: Callable[..., None], *args: Any) -> None:
+        self.at(self.now + dt, fn, *args)
+
+    def run(self, until: float = float("inf")) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= until:
+            t, _, fn, args = heapq.heappop(heap)
+            self.now = t
+            self.events += 1
+            fn(*args)
+
+
+class _Handle:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class SimTimers:
+    """The sim as the event loop of a :class:`~pddbench.servers.driver.StepDriver`."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+
+    def time(self) -> float:
+        return self.sim.now
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> _Handle:
+        handle = _Handle()
+        self.sim.at(when, _unless_cancelled, handle, callback)
+        return handle
+
+    def call_soon(self, callback: Callable[[], object]) -> _Handle:
+        return self.call_at(self.sim.now, callback)
+
+
+def _unless_cancelled(handle: _Handle, callback: Callable[[], object]) -> None:
+    if not handle.cancelled:
+        callback()

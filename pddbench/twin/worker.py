@@ -1,0 +1,362 @@
+"""One worker instance in virtual time: the servers' engine and instance core, driven.
+
+Owns the twin's side of what :mod:`pddbench.servers.instance` does with real I/O: stepping
+the :class:`~pddbench.servers.engine.Engine` on its modelled step times (the same
+admit → plan → complete loop as :class:`~pddbench.servers.driver.StepDriver`, with no lag),
+and carrying out the :class:`~pddbench.servers.instance_core.InstanceCore`'s effects over
+the link model: events and tokens to the router, P's pipelined KV senders (bulk class, at
+most ``kv_streams_per_peer`` per WAN peer, in order of arrival), the RLD ↔ MD handoff
+messages (control class; a KV handoff's bytes bulk, with the staging copies), MD's
+acknowledgements. Must not decide anything the cores decide; no clocks but the sim's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pddbench.servers import protocol as proto
+from pddbench.servers.compute import kv_copy_seconds
+from pddbench.servers.config import DeploymentConfig, InstanceConfig
+from pddbench.servers.driver import StepDriver
+from pddbench.servers.engine import Engine, Event
+from pddbench.servers.handoff import Adopt, Batch, HandoffError
+from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, seq_for
+from pddbench.servers.metrics import Registry
+from pddbench.servers.radix import KvPool
+from pddbench.twin.links import CONTROL_BYTES, Network
+from pddbench.twin.sim import Sim, SimTimers
+
+Spec = proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec
+
+
+class Fabric(Protocol):
+    """What a worker reaches: the clock, the links, its peers and the router."""
+
+    sim: Sim
+    net: Network
+    dep: DeploymentConfig
+    router: InstanceConfig
+
+    def worker(self, instance_id: str) -> TwinWorker: ...
+    def deliver(self, instance_id: str, rid: str, item: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A handoff batch on its way from RLD to MD (bytes: the message's head, the KV)."""
+
+    job: JobCore  # RLD's
+    batch: Batch
+    t_send: float
+    head: int
+    kv: int
+    copy_s: float
+
+
+class Sender:
+    """One of P's KV transfers: releases the KV of each computed chunk onto the line."""
+
+    def __init__(self, w: TwinWorker, job: JobCore, target: proto.KvTarget) -> None:
+        self.w, self.job, self.target = w, job, target
+        self.dst = w.fab.dep.instance(target.instance)
+        n = job.seq.prompt_len
+        self.skip = min(target.skip_tokens, n)
+        self.prompt_len = n
+        self.tokens = n - self.skip
+        self.modelled = self.tokens * w.kvb
+        self.sent_to = self.skip
+        self.avail = self.skip
+        self.granted = False
+        self.start = w.fab.sim.now
+        self.spans: list[tuple[float, float]] = []
+        self.arrival = self.start
+        self.cancelled = False
+        self.complete = False  # every byte is on the line
+
+    def available(self, computed: int) -> None:
+        self.avail = max(self.avail, min(computed, self.prompt_len))
+        if self.granted and not self.cancelled:
+            self._push()
+
+    def _push(self) -> None:
+        if self.complete or (self.avail <= self.sent_to and self.sent_to < self.prompt_len):
+            return
+        fab = self.w.fab
+        now = fab.sim.now
+        if self.tokens == 0:
+            self.arrival = fab.net.control(now, self.w.inst, self.dst)
+        else:
+            nbytes = (self.avail - self.sent_to) * self.w.kvb
+            a, b, arrival = fab.net.bulk(now, self.w.inst, self.dst, nbytes)
+            self.spans.append((a, b))
+            self.arrival = arrival
+        self.sent_to = self.avail
+        if self.sent_to >= self.prompt_len:
+            self.complete = True
+            fab.sim.at(self.arrival, self._landed)
+
+    def _landed(self) -> None:
+        if self.cancelled:
+            return
+        fab = self.w.fab
+        first = self.spans[0][0] if self.spans else self.arrival
+        receipt = {
+            "source": self.w.inst.id,
+            "path": self.target.path,
+            "start": first + (self.arrival - (self.spans[-1][1] if self.spans else first)),
+            "end": self.arrival,
+            "bytes": self.modelled,
+            "modelled_bytes": self.modelled,
+        }
+        fab.worker(self.dst.id).kv_in(self.job.rid, self.target, receipt)
+        end = fab.net.control(self.arrival, self.dst, self.w.inst)  # the receiver's answer
+        fab.sim.at(end, self._reported, first, end)
+
+    def _reported(self, first: float, end: float) -> None:
+        w = self.w
+        w.release_stream(self)
+        if self.cancelled:
+            return
+        active = [list(s) for s in self.spans[:-1]]
+        if self.spans:
+            active.append([self.spans[-1][0], end])
+        fields = {
+            "to": self.target.instance,
+            "path": self.target.path,
+            "start": self.start,
+            "end": end,
+            "bytes": self.modelled,
+            "modelled_bytes": self.modelled,
+            "tokens": self.tokens,
+            "first_byte": first,
+            "active": active,
+        }
+        w.run(w.core.emit(self.job, "kv_sent", **fields) + w.core.sender_done(self.job, end))
+
+
+class TwinWorker:
+    def __init__(self, fab: Fabric, inst: InstanceConfig) -> None:
+        dep = fab.dep
+        self.fab = fab
+        self.inst = inst
+        self.machine = dep.machine(inst)
+        self.kvb = self.machine.model.kv_bytes_per_token
+        self.pool = KvPool(dep.capacity_tokens(inst), dep.block_size)
+        self.engine = Engine(self.machine, self.pool, dep.engine_config(inst))
+        self.core = InstanceCore(inst.role, self.engine, dep.handoff.policy())
+        metrics = Registry()  # the driver's lag and lost time: always 0 in virtual time
+        self.driver = StepDriver(
+            self.engine,
+            self._events,
+            max_catchup_s=0.0,
+            lag=metrics.histogram("lag", "scheduler lag"),
+            lost=metrics.counter("lost", "lost scheduler time"),
+            loop=SimTimers(fab.sim),
+        )
+        self.targets: dict[str, list[proto.KvTarget]] = {}
+        self.senders: dict[str, list[Sender]] = {}
+        self.streams: dict[str, list[Sender]] = {}  # WAN peer -> senders holding its streams
+        self.waiting: dict[str, list[Sender]] = {}  # ... and those waiting for one
+        self.acks: dict[str, list[Callable[[int], None]]] = {}
+
+    # -- requests from the router ---------------------------------------------------------
+    def open(self, spec: Spec) -> None:
+        job = JobCore(spec.rid, seq_for(self.fab.dep, self.inst, spec))
+        if self.core.accept(job) is not None:
+            self.fab.deliver(self.inst.id, spec.rid, {"ev": "error", "message": "duplicate"})
+            return
+        if isinstance(spec, proto.PrefillSpec):
+            self.core.expect_senders(job, len(spec.targets))
+            self.targets[spec.rid] = list(spec.targets)
+        elif isinstance(spec, proto.DecodeSpec):
+            job.mode = spec.mode
+            if spec.mode == "relay":
+                self.core.relay_mode(job, spec.peer_address, spec.peer_instance)
+        self.run(self.core.submit(job, self.fab.sim.now))
+
+    def abort(self, rid: str) -> None:
+        job = self.core.jobs.get(rid)
+        if job is not None:
+            self.run(self.core.abort(job))
+
+    def kv_in(self, rid: str, target: proto.KvTarget, receipt: dict[str, Any]) -> None:
+        job = self.core.jobs.get(rid)
+        if job is None:
+            return
+        self.core.kv_mode(job, target.mode, target.relay_address, target.relay_instance)
+        effects = self.core.kv_arrived(job, receipt, self.fab.sim.now)
+        if effects is not None:
+            self.run(effects)
+
+    def _events(self, events: list[Event]) -> None:
+        self.run(self.core.dispatch(events, self.fab.sim.now))
+
+    # -- effects --------------------------------------------------------------------------
+    def run(self, effects: list[Effect]) -> None:
+        fab = self.fab
+        tokens: list[tuple[int, int]] = []  # one message for a request's tokens of one step
+        for i, e in enumerate(effects):
+            job = e.job
+            if e.do is Do.TOKEN and job is not None:
+                tokens.append((e.n, e.token))
+                nxt = effects[i + 1] if i + 1 < len(effects) else None
+                if nxt is None or nxt.do is not Do.TOKEN or nxt.job is not job:
+                    self._to_router(job.rid, tokens)
+                    tokens = []
+            elif e.do is Do.KICK or job is None:
+                self.driver.kick()
+            elif e.do is Do.EMIT:
+                self._to_router(job.rid, {"ev": e.ev, **(e.fields or {})})
+            elif e.do is Do.START_SENDERS:
+                self._start_senders(job, e.n)
+            elif e.do is Do.FEED_SENDERS:
+                for s in self.senders.get(job.rid, []):
+                    s.available(e.n)
+            elif e.do is Do.SEND_HANDOFF:
+                assert e.batch is not None
+                self._send_handoff(job, e.batch)
+            elif e.do is Do.NOTIFY_MD:
+                peer = fab.dep.instance(job.peer_instance or "")
+                t = fab.net.control(fab.sim.now, self.inst, peer)
+                fab.sim.at(t, fab.worker(peer.id).ready_in, self, job)
+            elif e.do is Do.ACK:
+                for reply in self.acks.pop(job.rid, []):
+                    reply(e.n)
+            elif e.do is Do.FINISHED:
+                for reply in self.acks.pop(job.rid, []):
+                    reply(e.n)
+                self.senders.pop(job.rid, None)
+                self.targets.pop(job.rid, None)
+                if e.linger:
+                    fab.sim.after(fab.dep.request_timeout_s, self.core.jobs.pop, job.rid, None)
+            elif e.do is Do.ABORTED:
+                for s in self.senders.pop(job.rid, []):
+                    s.cancelled = True
+                self.acks.pop(job.rid, None)
+
+    def _to_router(self, rid: str, item: Any) -> None:
+        fab = self.fab
+        t = fab.net.control(fab.sim.now, self.inst, fab.router)
+        fab.sim.at(t, fab.deliver, self.inst.id, rid, item)
+
+    # -- P's senders ----------------------------------------------------------------------
+    def _start_senders(self, job: JobCore, computed: int) -> None:
+        senders = [Sender(self, job, t) for t in self.targets.get(job.rid, [])]
+        self.senders[job.rid] = senders
+        for s in senders:
+            s.avail = max(s.avail, computed)
+            held = self.streams.setdefault(s.target.address, [])
+            if s.target.path == "wan" and len(held) >= self.fab.dep.kv_streams_per_peer:
+                self.waiting.setdefault(s.target.address, []).append(s)
+                continue
+            if s.target.path == "wan":
+                held.append(s)
+            s.granted = True
+            s.available(computed)
+
+    def release_stream(self, s: Sender) -> None:
+        held = self.streams.get(s.target.address)
+        if not held or s not in held:
+            return
+        held.remove(s)
+        queue = self.waiting.get(s.target.address)
+        while queue:
+            nxt = queue.pop(0)
+            if nxt.cancelled:
+                continue
+            held.append(nxt)
+            nxt.granted = True
+            nxt.available(nxt.avail)
+            break
+
+    # -- RLD -> MD ------------------------------------------------------------------------
+    def ready_in(self, md: TwinWorker, md_job: JobCore) -> None:
+        """RLD: MD's md_ready (level 0) arrived; MD records it once the answer is back."""
+        fab = self.fab
+        job = self.core.jobs.get(md_job.rid)
+        if job is None or job.relay is None:
+            md.run(md.core.fail(md_job, "handoff", f"cannot reach relay {self.inst.id}"))
+            return
+        try:
+            effects = self.core.md_ready(job, 0, fab.sim.now)
+        except HandoffError as exc:
+            effects = self.core.fail(job, "handoff", str(exc))
+        self.run(effects)
+        back = fab.net.control(fab.sim.now, self.inst, md.inst)
+        fab.sim.at(back, md.ready_answered, md_job)
+
+    def ready_answered(self, job: JobCore) -> None:
+        self.run(self.core.emit(job, "md_ready", level=0, t=self.fab.sim.now))
+
+    def _send_handoff(self, job: JobCore, batch: Batch) -> None:
+        fab = self.fab
+        md_inst = fab.dep.instance(job.peer_instance or "")
+        ids = 0 if batch.finished else batch.tokens
+        kv = max(0, batch.end - 1 - batch.start) * self.kvb if batch.mode == "kv" else 0
+        copy_s = 0.0
+        if kv:
+            copy_s = kv_copy_seconds(self.machine, kv // self.kvb, fab.dep.block_size)
+        t_send = fab.sim.now + copy_s
+        head = CONTROL_BYTES + 8 * ids
+        arrive = fab.net.control(t_send, self.inst, md_inst)
+        if kv:
+            arrive = max(arrive, fab.net.bulk(t_send, self.inst, md_inst, kv)[2])
+        msg = Handoff(job, batch, t_send, head, kv, copy_s)
+        fab.sim.at(arrive, fab.worker(md_inst.id).handoff_in, self.inst, msg)
+
+    def handoff_in(self, rld_inst: InstanceConfig, msg: Handoff) -> None:
+        """MD: a handoff batch arrived from RLD."""
+        fab = self.fab
+        rld_job, batch, kv = msg.job, msg.batch, msg.kv
+        job = self.core.jobs.get(rld_job.rid)
+
+        def reply(level: int) -> None:
+            back = fab.net.control(fab.sim.now, self.inst, rld_inst)
+            fab.sim.at(back, fab.worker(rld_inst.id).handoff_acked, rld_job, msg, level)
+
+        if job is not None:
+            self.core.handoff_from(job, rld_inst.address, rld_inst.id)
+        if job is None or job.main is None:
+            rld = fab.worker(rld_inst.id)
+            why = f"handoff of {rld_job.rid} to {self.inst.id} failed: no main decode"
+            rld.run(rld.core.fail(rld_job, "handoff", why))
+            return
+        try:
+            action = self.core.handoff_arrived(job, batch)
+        except HandoffError as exc:
+            self.run(self.core.fail(job, "handoff", str(exc)))
+            return
+        if action is None:
+            reply(batch.end)
+            return
+        delay = 0.0
+        if isinstance(action, Adopt) and kv:
+            delay = kv_copy_seconds(self.machine, kv // self.kvb, fab.dep.block_size)
+        fab.sim.after(delay, self._apply, job, action, reply)
+
+    def _apply(self, job: JobCore, action: Any, reply: Callable[[int], None]) -> None:
+        if self.core.jobs.get(job.rid) is not job or job.finished:
+            return
+        self.acks.setdefault(job.rid, []).append(reply)
+        self.run(self.core.main_act(job, action, self.fab.sim.now))
+
+    def handoff_acked(self, job: JobCore, msg: Handoff, level: int) -> None:
+        """RLD: MD acknowledged a batch."""
+        batch = msg.batch
+        now = self.fab.sim.now
+        fields = {
+            "start": batch.start,
+            "end": batch.end,
+            "final": batch.final,
+            "mode": batch.mode,
+            "finished": batch.finished,
+            "t_send": msg.t_send,
+            "t_ack": now,
+            "payload_bytes": msg.head + msg.kv,
+            "modelled_payload_bytes": msg.head + msg.kv,
+            "copy_s": msg.copy_s,
+        }
+        emit = self.core.emit(job, "handoff", **fields)
+        self.run(emit + self.core.handoff_acked(job, batch, level, now))
