@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.plan.player import PlannedRequest
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import run_twin
 from pddbench.workloads.synth import SynthOptions, synthesise

@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pddbench.harness.config.replay import Selection
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.plan.player import PlannedRequest
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import run_twin

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.plan.options import ReplayOptions
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest, RunStatus
@@ -51,11 +51,9 @@ def drive_virtual(
     seed: int = 0,
 ) -> ReplayOutcome:
     """Replay ``plan`` through the twin of ``dep`` into ``paths``; finalises the folder."""
-    manifest.replay = {
-        **replay_section(plan, options, TARGET + dep.router.id),
-        "backend": "virtual",
-        "link_model": link_parameters(dep, net),
-    }
+    manifest.replay = replay_section(plan, options, TARGET + dep.router.id).model_copy(
+        update={"backend": "virtual", "link_model": link_parameters(dep, net)}
+    )
     lists = plan.table.column("block_hashes").to_pylist()
     sizes = plan.table.column("block_size").to_pylist()
     bs = dep.block_size

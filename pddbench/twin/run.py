@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pddbench.harness.plan.player import DueRequest, OnError, PlannedRequest, SessionPlayer
+from pddbench.harness.config.replay import OnError
+from pddbench.harness.plan.player import DueRequest, PlannedRequest, SessionPlayer
 from pddbench.harness.rundir.records import RequestRecord
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig, Role

@@ -6,10 +6,10 @@ import json
 
 import pyarrow.parquet as pq
 
+from pddbench.harness.config.replay import ReplayOptions, Selection
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.drive.replay import ReplayPlan
-from pddbench.harness.plan.options import ReplayOptions
-from pddbench.harness.plan.sessions import Selection, plan_requests
+from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.twin.backend import drive_virtual

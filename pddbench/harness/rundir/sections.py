@@ -105,6 +105,8 @@ class ReplaySection(Section):
     workers: int | None = None  # Locust
     worker_mode: Literal["local", "remote"] | None = None  # Locust
     options: ReplayOptions | None = None
+    backend: Literal["emulated", "virtual"] | None = None  # None: emulated (real servers)
+    link_model: dict[str, Any] | None = None  # virtual: the twin's link parameters, verbatim
 
     @model_validator(mode="before")
     @classmethod
