@@ -1,9 +1,11 @@
 """The twin as a run's backend: a replay plan in, a finalised run folder out.
 
 Owns :func:`drive_virtual`, the virtual-time counterpart of
-:func:`pddbench.harness.drive.replay.run_replay` (what a ``--backend virtual`` will call
-through the harness's backend protocol): the plan's requests get the servers' block hashes
-(:func:`~pddbench.twin.prompts.server_hashes`), replay through
+:func:`pddbench.harness.drive.replay.run_replay`, and :class:`VirtualBackend`, the
+harness's :class:`~pddbench.harness.drive.backends.ModelBackend` behind ``--backend
+virtual`` (a reference-server scenario at full scale, no deployment): the plan's
+requests get the servers' block hashes (:func:`~pddbench.twin.prompts.server_hashes`),
+replay through
 :func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
 ``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
 says ``backend = "virtual"`` and carries the link model's parameters. Not honoured yet:
@@ -16,6 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from pddbench.harness.config.replay import ReplayOptions
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.drive.backends import Drive
+from pddbench.harness.drive.quiesce import Quiet
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
@@ -27,6 +32,7 @@ from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import Twin, run_twin
 
 TARGET = "virtual://"
+SETTLED = "virtual time: the twin runs every request's work to its end, nothing is left busy"
 
 
 def link_parameters(dep: DeploymentConfig, net: NetworkConfig | None) -> dict[str, object]:
@@ -78,3 +84,28 @@ def drive_virtual(
     manifest.save(paths.root)
     errors = sum(1 for r in records if r.status != "ok")
     return ReplayOutcome(paths, count, False, errors)
+
+
+class VirtualBackend:
+    """``--backend virtual``: the scenario's reference deployment replayed in virtual time."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def drive_model(self, scenario: Scenario, run: Drive) -> ReplayOutcome:
+        """The twin of ``scenario`` (its links at full scale) drives ``run`` into its folder."""
+        full = scenario.model_copy(update={"emulation_scale": 1.0})
+        net = full.network_config() if full.network is not None else None
+        return drive_virtual(
+            run.plan,
+            run.options,
+            full.deployment_config,
+            net,
+            run.paths,
+            run.manifest,
+            seed=self.seed,
+        )
+
+    def settle(self) -> Quiet:
+        """At once: a point's work is done when the twin returns (nothing to watch)."""
+        return Quiet(True, False, 0.0, note=SETTLED)

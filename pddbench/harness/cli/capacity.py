@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import selection_options
+from pddbench.harness.cli.options import backend_option, selection_options
 from pddbench.harness.config.replay_text import build_options, parse_duration
 from pddbench.harness.config.sla import parse_sla_overrides
 from pddbench.harness.jobs.capacity import capacity_job
@@ -107,6 +107,7 @@ def ladder_settings(values: dict[str, object]) -> LadderSettings:
     "--out", "out_root", type=click.Path(path_type=Path), default=Path("results"), show_default=True
 )
 @click.option("--no-emulation", is_flag=True)
+@backend_option
 @selection_options
 def capacity(
     trace_path: Path,
@@ -115,6 +116,7 @@ def capacity(
     sla_text: str | None,
     out_root: Path,
     no_emulation: bool,
+    backend: str,
     **kw: object,
 ) -> None:
     """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
@@ -129,5 +131,10 @@ def capacity(
         options=options,
         settings=settings,
         sla_overrides=overrides,
-        run_settings=RunSettings(out_root, ["pddbench", *sys.argv[1:]], emulate=not no_emulation),
+        run_settings=RunSettings(
+            out_root,
+            ["pddbench", *sys.argv[1:]],
+            emulate=not no_emulation,
+            virtual=backend == "virtual",
+        ),
     )

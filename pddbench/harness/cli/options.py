@@ -1,7 +1,8 @@
 """The request options every replay-like command shares, and how they become ReplayOptions.
 
 Owns the click declarations of the trace-selection, timing and client options
-(:func:`selection_options`) and of path options (:func:`path_option`); their values become
+(:func:`selection_options`), of path options (:func:`path_option`) and of ``--backend``
+(:func:`backend_option`); their values become
 a :class:`~pddbench.harness.config.replay.ReplayOptions` through
 :func:`~pddbench.harness.config.replay_text.build_options` (``replay``, ``capacity`` and
 the nightly config all go through it). :data:`OPTION_FIELDS` says which field of the model
@@ -29,6 +30,19 @@ def path_option(*decls: str, help: str, file_okay: bool = True, dir_okay: bool =
     kw.setdefault("default", None)
     kind = click.Path(path_type=Path, file_okay=file_okay, dir_okay=dir_okay)
     return click.option(*decls, type=kind, help=help, **kw)
+
+
+def backend_option(f):
+    """``--backend emulated|virtual``: the deployed servers, or the virtual-time twin."""
+    return click.option(
+        "--backend",
+        type=click.Choice(["emulated", "virtual"]),
+        default="emulated",
+        show_default=True,
+        help="emulated: deploy the scenario's servers (the emulated WAN); virtual: replay a "
+        "reference-server scenario through the virtual-time twin (no deployment, no root, "
+        "deterministic; every report says VIRTUAL TIME).",
+    )(f)
 
 
 def _choice(flag: str, default: StrEnum, help: str | None = None):

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import path_option, selection_options
+from pddbench.harness.cli.options import backend_option, path_option, selection_options
 from pddbench.harness.config.replay_text import build_options
 from pddbench.harness.rundir.folder import DEFAULT_OUT
 
@@ -144,6 +144,7 @@ def locust_options(f):
     "20-60 s), one bisection point, a 15-minute plan; fewer requests, wider intervals, "
     "and the report says so.",
 )
+@backend_option
 @locust_options
 @selection_options
 def replay(
@@ -158,6 +159,7 @@ def replay(
     no_probe_check: bool,
     resume_dir: Path | None,
     quick: bool,
+    backend: str,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -176,8 +178,8 @@ def replay(
 
         raise click.exceptions.Exit(run_locust_worker(master_host, master_port))
     if resume_dir is not None:
-        if trace_path is not None or scenarios or target:
-            raise UserError("--resume RUN takes the run's own trace, scenario and options")
+        if trace_path is not None or scenarios or target or backend != "emulated":
+            raise UserError("--resume RUN takes the run's own trace, scenario, backend and options")
         raise click.exceptions.Exit(_resume(resume_dir, no_emulation, no_probe_check))
     if trace_path is None:
         raise UserError("--trace is required (only a --worker runs without one)")
@@ -215,6 +217,7 @@ def replay(
         fail_on_errors=fail_on_errors,
         report=not no_report,
         quick=quick,
+        virtual=backend == "virtual",
     )
     if code:
         raise click.exceptions.Exit(code)

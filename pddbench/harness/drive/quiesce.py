@@ -36,12 +36,14 @@ POLL_S = 0.25
 @dataclass(frozen=True)
 class Quiet:
     """The outcome of a wait: ``quiet`` when nothing was busy; ``known`` when the front door
-    exposes any busy series at all; ``busy``: what was left (series → value) otherwise."""
+    exposes any busy series at all; ``busy``: what was left (series → value) otherwise;
+    ``note``: why nothing was waited on, when that is known without a wait (a model)."""
 
     quiet: bool
     known: bool
     waited_s: float
     busy: Mapping[str, float] = field(default_factory=dict)
+    note: str = ""
 
     def describe(self) -> str:
         left = ", ".join(f"{k} {v:.3g}" for k, v in sorted(self.busy.items()))

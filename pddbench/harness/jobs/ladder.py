@@ -16,8 +16,10 @@ After each point it waits for the servers to finish the point's work
 (:func:`~pddbench.harness.drive.quiesce.wait_quiet`): still busy after
 ``QUIESCE_TIMEOUT_S`` (relayed requests answered while their WAN transfers pile up), the
 point did not sustain its load — recorded, a miss for the search — and the next point
-gets a fresh deployment. Decides nothing itself: what to run and how to read it is the
-sans-IO search's.
+gets a fresh deployment. With the virtual backend (``RunSettings.virtual``) nothing is
+deployed: each point is the twin's run of the scenario, and settles at once (the twin
+finishes all work; the point record says so in ``settled``). Decides nothing itself:
+what to run and how to read it is the sans-IO search's.
 """
 
 from __future__ import annotations
@@ -39,14 +41,11 @@ from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import SLA
 from pddbench.harness.deploy.systems import deploy
-from pddbench.harness.drive.backends import AsyncioBackend
 from pddbench.harness.drive.replay import prepare
 from pddbench.harness.jobs.run_system import (
     Attached,
     NewRun,
     RunSettings,
-    emulation_status,
-    fix_scale,
     run_system,
 )
 from pddbench.harness.plan.ladder import (
@@ -170,7 +169,10 @@ def run_ladder(
 ) -> tuple[LadderVerdict, list[Path]]:
     """Walk the ladder for ``scenario``; the verdict and the point run folders."""
     emulate, check_probes = run_settings.emulate, run_settings.check_probes
-    scenario = fix_scale(scenario, emulate, echo)  # the scale is fixed and recorded
+    virtual = run_settings.virtual
+    emulate = emulate and not virtual
+    scenario = run_settings.fixed(scenario, echo)  # the scale is fixed and recorded
+    backend = run_settings.backend()
     base_speedup = options.selection.speedup
     search = LadderSearch(
         settings,
@@ -185,8 +187,12 @@ def run_ladder(
     deploy_dir = new_run(run_settings.out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
-        info, client_ns = stack.enter_context(
-            deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes)
+        info, client_ns = (
+            (None, None)
+            if virtual  # the twin: nothing to deploy
+            else stack.enter_context(
+                deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes)
+            )
         )
         began = time.monotonic()  # the ETA is the points' (deployment is the caller's)
         backlog = ""
@@ -225,19 +231,20 @@ def run_ladder(
                         "replayed_requests": len(plan.requests),
                     }
                 ),
-                deployment=info.recorded(),
-                links=info.links,
+                **({"deployment": info.recorded(), "links": info.links} if info else {}),
                 load_scale=window.load,
                 ladder_point=point_info(window, settings.request_limit_s, redeployed),
                 probe_check=check_probes,
-                emulation=emulation_status(scenario, emulate),
+                emulation=run_settings.emulation(scenario),
             )
             done = run_system(
-                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}"),
+                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}")
+                if info
+                else scenario,
                 plan,
                 opts,
                 run=NewRun(label, head),
-                backend=AsyncioBackend(),
+                backend=backend,
                 settings=run_settings,
                 settle_timeout_s=QUIESCE_TIMEOUT_S,
             )
@@ -251,6 +258,7 @@ def run_ladder(
             settle_s = quiet.waited_s if quiet.known else None
             manifest.ladder_point.settle_s = settle_s
             manifest.ladder_point.backlog = backlog
+            manifest.ladder_point.settled = quiet.note
             manifest.save(paths.root)
             folders.append(paths.root)
             data = load_run(paths.root, token_times=False)
@@ -264,7 +272,9 @@ def run_ladder(
                 probes_on=emulate and check_probes,
             )
             wall_s = time.monotonic() - point_began  # planning, sending, draining, reading
-            m = dataclasses.replace(m, wall_s=wall_s, settle_s=settle_s, backlog=backlog)
+            m = dataclasses.replace(
+                m, wall_s=wall_s, settle_s=settle_s, backlog=backlog, settled=quiet.note
+            )
             search.record(m)
             excluded = m.health.exclusion(settings)
             lo, hi = wilson(m.met, m.requests, settings.confidence)

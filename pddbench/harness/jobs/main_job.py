@@ -202,6 +202,8 @@ def verdict_table(
 def _settled(p: LadderPoint) -> str:
     if p.backlog:
         return f"NOT SUSTAINED: {p.backlog}"
+    if p.settled:
+        return p.settled
     return "-" if p.settle_s is None else f"idle after {p.settle_s:.1f} s"
 
 

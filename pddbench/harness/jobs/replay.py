@@ -18,7 +18,7 @@ from pddbench.errors import UserError
 from pddbench.harness.config.preflight import load_trace
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario, load_scenario
-from pddbench.harness.drive.backends import AsyncioBackend, Backend
+from pddbench.harness.drive.backends import AsyncioBackend, Backend, ModelBackend
 from pddbench.harness.drive.locust import LocustSettings
 from pddbench.harness.drive.replay import ReplayPlan, prepare
 from pddbench.harness.engines.requirements import check_runnable
@@ -28,8 +28,6 @@ from pddbench.harness.jobs.run_system import (
     OpenRun,
     RunSettings,
     SystemRun,
-    emulation_status,
-    fix_scale,
     run_system,
 )
 from pddbench.harness.plan.default_window import default_selection
@@ -120,8 +118,10 @@ def replay_main(
     fail_on_errors: bool = False,
     report: bool = True,
     quick: bool = False,
+    virtual: bool = False,
 ) -> int:
-    """Run the replays; returns the exit status (``locust``: use the Locust engine).
+    """Run the replays; returns the exit status (``locust``: use the Locust engine;
+    ``virtual``: the twin in virtual time, reference-server scenarios only).
 
     A long trace with no selection option is the main job: every system walks the shared
     load ladder and the run ends with the verdict (:mod:`pddbench.harness.jobs.main_job`).
@@ -130,6 +130,9 @@ def replay_main(
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
     # everything the user gave is checked before anything happens: no emulation probe
     # (a scratch namespace), no run folder, no server before the inputs are known good
+    if virtual and (target is not None or locust is not None):
+        what = "--target (a live endpoint)" if target is not None else "--engine locust"
+        raise UserError(f"--backend virtual replays scenarios in virtual time: not with {what}")
     systems = [] if target is not None else [load_scenario(n) for n in scenarios]
     trace = load_trace(trace_path)
     options, default_note = default_selection(trace.table, options, trace.epoch)
@@ -141,7 +144,7 @@ def replay_main(
     if target is not None and scenarios:
         raise UserError("--target drives an existing endpoint: give no --scenario with it")
     # everything the user gave is checked before a run folder exists or a server starts
-    settings = RunSettings(out_root, argv, emulate, check_probes)
+    settings = RunSettings(out_root, argv, emulate, check_probes, virtual=virtual)
     settings.preflight(systems, plan, options)
     if default_note:
         click.echo(f"pddbench: {default_note}", err=True)
@@ -161,7 +164,7 @@ def replay_main(
             return EXIT_INTERRUPTED
     click.echo(f"pddbench: replaying {plan.selection_note}", err=True)
     trace_info = trace_manifest(trace, trace_path, plan)
-    backend: Backend = locust or AsyncioBackend()
+    backend = settings.backend(locust)
     if target is not None:
         name = label or "target"
         head = RunHead(
@@ -320,11 +323,11 @@ def replay_scenarios(
     options: ReplayOptions,
     trace_info: TraceInfo,
     settings: RunSettings,
-    backend: Backend,
+    backend: Backend | ModelBackend,
 ) -> tuple[list[RunPaths], bool, int]:
     """Deploy each scenario in turn and replay the same plan, each into its own run
     folder (inputs past :func:`preflight`); (runs, interrupted, failed)."""
-    resolved = [fix_scale(s, settings.emulate) for s in scenarios]  # fixed and recorded
+    resolved = [settings.fixed(s) for s in scenarios]  # fixed and recorded
     runs: list[RunPaths] = []
     failed = 0
     for scenario in resolved:
@@ -332,7 +335,7 @@ def replay_scenarios(
             scenario=ScenarioSection.model_validate(scenario.manifest()),
             trace=trace_info,
             probe_check=settings.check_probes,
-            emulation=emulation_status(scenario, settings.emulate),
+            emulation=settings.emulation(scenario),
         )
         done: SystemRun | None = run_system(
             scenario,

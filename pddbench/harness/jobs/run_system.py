@@ -8,7 +8,10 @@ attach to a system that is already up (:class:`Attached`: an external ``--target
 the deployment a ladder holds across its points), drive the plan with the chosen
 :class:`~pddbench.harness.drive.backends.Backend` in the client's namespace, settle
 (optionally wait until the servers finished the run's work), close (the backend
-finalises the folder; a failed deployment is recorded). ``pddbench replay`` (scenarios,
+finalises the folder; a failed deployment is recorded). A
+:class:`~pddbench.harness.drive.backends.ModelBackend` (``--backend virtual``: the twin)
+takes the place of the deployment: no emulation check, no scale probe, nothing deployed,
+the same run folder. ``pddbench replay`` (scenarios,
 ``--target``, ``--resume``), the capacity ladder, the main job and nightly all come
 through :func:`run_system`; the experiments run those commands.
 
@@ -29,7 +32,8 @@ from pddbench.harness.config.preflight import check_out_folder
 from pddbench.harness.config.replay import ApiKind, ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.systems import deploy, emulation_problem
-from pddbench.harness.drive.backends import Backend, Drive
+from pddbench.harness.drive.backends import AsyncioBackend, Backend, Drive, ModelBackend
+from pddbench.harness.drive.locust import LocustSettings
 from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.drive.quiesce import Quiet, wait_quiet
 from pddbench.harness.drive.replay import (
@@ -77,12 +81,37 @@ class RunSettings:
     argv: list[str]  # the command line, recorded in every run's manifest
     emulate: bool = True  # False: --no-emulation (loopback; the runs say so)
     check_probes: bool = True  # False: --no-probe-check
+    virtual: bool = False  # --backend virtual: the twin in virtual time (nothing deployed)
 
     def preflight(
         self, scenarios: Sequence[Scenario], plan: ReplayPlan | None, options: ReplayOptions
     ) -> None:
-        """:func:`preflight` of these runs' inputs."""
-        preflight(scenarios, plan, options, out_root=self.out_root, emulate=self.emulate)
+        """:func:`preflight` of these runs' inputs (virtual: reference servers only)."""
+        if self.virtual:
+            require_reference(scenarios)
+        emulate = self.emulate and not self.virtual
+        preflight(scenarios, plan, options, out_root=self.out_root, emulate=emulate)
+
+    def backend(self, locust: LocustSettings | None = None) -> Backend | ModelBackend:
+        """What drives these runs: the twin (virtual), Locust when given, else asyncio."""
+        if self.virtual:
+            from pddbench.twin.backend import VirtualBackend
+
+            return VirtualBackend()
+        return locust or AsyncioBackend()
+
+    def fixed(self, scenario: Scenario, echo: Echo = _stderr) -> Scenario:
+        """:func:`fix_scale`; virtual: full scale, no probe (the twin shapes no link)."""
+        if self.virtual:
+            return scenario.model_copy(
+                update={"emulation_scale": 1.0, "scale_source": "virtual time: full scale"}
+            )
+        return fix_scale(scenario, self.emulate, echo)
+
+    def emulation(self, scenario: Scenario) -> EmulationStatus | None:
+        """:func:`emulation_status`; None for a virtual run (its WAN is the twin's link
+        model, and the report labels it VIRTUAL TIME from ``replay.backend``)."""
+        return None if self.virtual else emulation_status(scenario, self.emulate)
 
 
 @dataclass(frozen=True)
@@ -151,6 +180,17 @@ def require_emulation(scenarios: Sequence[Scenario], emulate: bool) -> None:
             )
 
 
+def require_reference(scenarios: Sequence[Scenario]) -> None:
+    """Refuse (exit 2, one line) a virtual run of a scenario that is not reference servers:
+    the twin models the reference deployment only, not a real engine."""
+    for s in scenarios:
+        if not s.is_reference:
+            raise UserError(
+                f"--backend virtual: scenario {s.name} runs real engines; the twin models "
+                "reference-server scenarios only"
+            )
+
+
 def fix_scale(scenario: Scenario, emulate: bool, echo: Echo = _stderr) -> Scenario:
     """The scenario with its emulation scale fixed for this host, to be recorded: an
     automatic scale is checked on this host first (:mod:`~pddbench.harness.deploy.
@@ -199,7 +239,7 @@ def run_system(
     options: ReplayOptions,
     *,
     run: NewRun | OpenRun,
-    backend: Backend,
+    backend: Backend | ModelBackend,
     settings: RunSettings,
     settle_timeout_s: float | None = None,
     resume: ResumePoint | None = None,
@@ -211,7 +251,7 @@ def run_system(
 
     A scenario that fails to deploy is recorded (status ``failed``) and gives None; Ctrl-C
     during its deployment gives an interrupted outcome. For an attached system errors
-    propagate."""
+    propagate. A :class:`ModelBackend` runs a scenario in place of its deployment."""
     if isinstance(run, NewRun):
         paths, manifest = open_run(settings.out_root, run.label, argv=settings.argv, head=run.head)
     else:
@@ -246,6 +286,12 @@ def run_system(
     run_plan = plan
     if opts.cache_block_size != options.cache_block_size:
         run_plan = prepare_theoretical(plan, opts)
+    if isinstance(backend, ModelBackend):  # the twin: nothing to deploy, settles at once
+        click.echo(f"pddbench: {scenario.name} in virtual time ...", err=True)
+        outcome = backend.drive_model(
+            scenario, Drive(run_plan, opts, "", paths, manifest, label=scenario.name)
+        )
+        return SystemRun(outcome, manifest, None if settle_timeout_s is None else backend.settle())
     click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
     try:
         with deploy(

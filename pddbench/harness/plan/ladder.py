@@ -143,6 +143,7 @@ class PointMeasure:
     # grew, as relayed requests' WAN transfers can): it misses, whatever its attainment.
     settle_s: float | None = None
     backlog: str = ""
+    settled: str = ""  # why nothing was waited on, when known (virtual time: nothing left)
 
     @property
     def sustained(self) -> bool:
@@ -490,6 +491,7 @@ class LadderSearch:
             excluded=m.health.exclusion(self.settings),
             settle_s=m.settle_s,
             backlog=m.backlog or None,
+            settled=m.settled or None,
         )
 
 

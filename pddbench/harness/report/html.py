@@ -111,6 +111,9 @@ def render_html(report: Report, sections: list[Section]) -> str:
     runs = ", ".join(escape(r.label) for r in report.runs)
     wan = report.wan_banner()
     banner = f'<p class="banner" id="wan-banner">{escape(wan)}</p>' if wan else ""
+    virtual = report.time_banner()
+    if virtual:
+        banner += f'<p class="banner" id="time-banner">{escape(virtual)}</p>'
     head = (
         f"<h1>{escape(report.title)}</h1>{banner}"
         f'<p class="meta">Runs: {runs}. Baseline: <b>{escape(report.baseline.label)}</b>. '

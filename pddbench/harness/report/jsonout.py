@@ -98,6 +98,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "baseline": report.baseline.label,
         "wan_emulated": not report.unemulated,
         "wan_banner": report.wan_banner(),
+        "virtual_time": report.virtual,
+        "time_banner": report.time_banner(),
         "emulation": {label: st.model_dump() for label, st in report.emulation.items()},
         "runs": runs,
         "headline": {

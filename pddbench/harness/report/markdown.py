@@ -44,10 +44,10 @@ def _table(t: Table) -> str:
 
 def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
     """Markdown text of the report; writes its figures into ``<out stem>_figures/``."""
-    wan = report.wan_banner()
+    banners = [b for b in (report.wan_banner(), report.time_banner()) if b]
     parts = [
         f"# {_md(report.title)}\n",
-        *([f"> **{_md(wan)}**\n"] if wan else []),
+        *[f"> **{_md(b)}**\n" for b in banners],
         f"Runs: {', '.join(_md(r.label) for r in report.runs)}. "
         f"Baseline: **{_md(report.baseline.label)}**. Generated {report.generated_at}.\n",
         f"SLA: **{_md(report.sla.describe())}** ({_md(report.sla_source)})\n",

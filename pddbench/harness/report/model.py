@@ -145,6 +145,7 @@ class Report:
     )
     notes: list[str] = field(default_factory=list)
     emulation: dict[str, EmulationStatus] = field(default_factory=dict)  # run label -> status
+    virtual: list[str] = field(default_factory=list)  # labels of runs replayed by the twin
 
     @property
     def unemulated(self) -> list[str]:
@@ -159,6 +160,18 @@ class Report:
         status = self.emulation[labels[0]]
         which = "all runs" if len(labels) == len(self.runs) else ", ".join(labels)
         return f"{status.banner()} ({which})."
+
+    def time_banner(self) -> str | None:
+        """The label every renderer puts on its first screen when a run was replayed in
+        virtual time (manifest ``replay.backend == "virtual"``), or None."""
+        if not self.virtual:
+            return None
+        which = "all runs" if len(self.virtual) == len(self.runs) else ", ".join(self.virtual)
+        return (
+            "VIRTUAL TIME: replayed through the twin (a model of the reference servers and"
+            " their links on a virtual clock), not by deployed servers; the emulated run is"
+            f" the check of these numbers ({which})."
+        )
 
     def header_of(self, key: str) -> str:
         tag, _, stat = key.partition(".")
@@ -454,6 +467,11 @@ def build_report(
             for st in [r.manifest.emulation if r.manifest else None]
             if st is not None
         },
+        virtual=[
+            r.label
+            for r in runs
+            if r.manifest and r.manifest.replay and r.manifest.replay.backend == "virtual"
+        ],
     )
 
 

@@ -93,6 +93,8 @@ def headline_table(report: Report) -> Table:
     title = "Headline"
     if report.unemulated:
         title += " — WAN NOT EMULATED (loopback): " + ", ".join(report.unemulated)
+    if report.virtual:
+        title += " — VIRTUAL TIME (the twin): " + ", ".join(report.virtual)
     return Table(
         title,
         ("metric", *(r.label for r in report.runs)),

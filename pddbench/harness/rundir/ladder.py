@@ -52,6 +52,7 @@ class LadderPoint(BaseModel):
     excluded: str | None = None  # why the point does not count
     settle_s: float | None = None  # the servers' work after the last answer took this long
     backlog: str | None = None  # still busy after the wait: the load was not sustained
+    settled: str | None = None  # why nothing was waited on (virtual time: the twin finished)
 
     def label(self) -> str:
         """``"x16"`` (load rungs) or ``"7.68 req/s (x16.3)"`` (rate rungs: planned rate)."""

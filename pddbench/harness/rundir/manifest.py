@@ -96,10 +96,12 @@ class LadderPointInfo(Section):
     request_limit_s: float
     # after the last answer: how long the servers took to finish the point's work (None:
     # a front door without busy series) and what was still busy when the wait ended ("":
-    # nothing: the load was sustained); why this point got a fresh deployment ("": it did not)
+    # nothing: the load was sustained); why this point got a fresh deployment ("": it did not);
+    # ``settled``: why nothing was waited on, when that is known (virtual time)
     settle_s: float | None = None
     backlog: str = ""
     redeployed: str = ""
+    settled: str = ""
 
 
 class RunManifest(RunCounts):
