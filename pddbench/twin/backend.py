@@ -8,8 +8,9 @@ requests get the servers' block hashes (:func:`~pddbench.twin.prompts.server_has
 replay through
 :func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
 ``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
-says ``backend = "virtual"`` and carries the link model's parameters. Not honoured yet:
-``max_concurrency``, ``max_duration_s``, ``links.parquet`` and ``server_metrics.parquet``.
+says ``backend = "virtual"`` and carries the link model's parameters. ``max_duration_s``
+stops sending as the asyncio client's cap does. Not honoured yet: ``max_concurrency``,
+``links.parquet`` and ``server_metrics.parquet``.
 Must not deploy anything, open sockets or choose the run folder.
 """
 
@@ -75,11 +76,13 @@ def drive_virtual(
         seed=seed,
         on_error=options.on_error,
         cached_theoretical=plan.theoretical_cached,
+        send_until_s=options.max_duration_s,
     )
     with Journal(paths.journal) as journal:
         for rec in records:
             journal.append(rec)
     count, unreadable = finalize_journal(paths.journal, paths.requests)
+    manifest.planned_requests, manifest.sent_requests = len(plan.requests), len(records)
     manifest.finish(RunStatus.COMPLETE, records=count, unreadable_lines=unreadable)
     manifest.save(paths.root)
     errors = sum(1 for r in records if r.status != "ok")

@@ -74,8 +74,11 @@ def run_twin(
     on_error: OnError = OnError.CONTINUE,
     until_s: float = float("inf"),
     cached_theoretical: dict[str, int] | None = None,
+    send_until_s: float | None = None,
 ) -> list[RequestRecord]:
-    """Every planned request's record (completion order), replayed in virtual time."""
+    """Every sent request's record (completion order), replayed in virtual time; with
+    ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
+    and what is in flight finishes, as the asyncio client's duration cap does."""
     twin = Twin(dep, net, seed=seed)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
@@ -102,6 +105,8 @@ def run_twin(
 
     def arm() -> None:
         t = player.next_due_s()
+        if t is not None and send_until_s is not None and t >= send_until_s:
+            return  # the duration cap: nothing is sent from then on
         if t is not None and t not in wake:
             wake.add(t)
             sim.at(t, send)

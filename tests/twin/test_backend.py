@@ -35,3 +35,19 @@ def test_virtual_run_folder_holds_every_request_and_says_virtual(tmp_path) -> No
         tables.append(pq.read_table(paths.requests))
     assert tables[0].num_rows == len(planned)
     assert tables[0].equals(tables[1])  # deterministic, file to file
+
+
+def test_the_duration_cap_stops_sending_as_the_client_does(tmp_path) -> None:
+    table = synthesise(load_profile("jan-feb"), SynthOptions(days=0.01)).table
+    planned = plan_requests(table, Selection(speedup=10))
+    plan = ReplayPlan(planned, table, {}, "test")
+    dep = load_scenario("same-dc-pd").deployment_config
+    starts = sorted(r.arrival_s for r in planned if r.parent_request_id is None)
+    cap = starts[len(starts) // 2]  # half the sessions start after it
+    paths = new_run(tmp_path, "twin")
+    manifest = RunManifest.begin(argv=["test"], run_id=paths.run_id)
+    out = drive_virtual(plan, ReplayOptions(max_duration_s=cap), dep, None, paths, manifest)
+    sent = pq.read_table(paths.requests).column("intended_send_s").to_pylist()
+    assert 0 < out.records < len(planned) and max(sent) < cap
+    saved = json.loads((paths.root / "manifest.json").read_text())
+    assert saved["planned_requests"] == len(planned) and saved["sent_requests"] == out.records
