@@ -185,7 +185,7 @@ def run_ladder(
     deploy_dir = new_run(run_settings.out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
-        info, client_ns = stack.enter_context(
+        info, client_ns, ready = stack.enter_context(
             deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes)
         )
         began = time.monotonic()  # the ETA is the points' (deployment is the caller's)
@@ -198,7 +198,7 @@ def run_ladder(
                 redeployed = f"the previous point's servers were {backlog}"
                 echo(f"pddbench: {scenario.name}: {redeployed}: a fresh deployment")
                 stack.close()
-                info, client_ns = stack.enter_context(
+                info, client_ns, ready = stack.enter_context(
                     deploy(
                         scenario,
                         new_run(run_settings.out_root, f"{scenario.name}-ladder"),
@@ -233,7 +233,7 @@ def run_ladder(
                 emulation=emulation_status(scenario, emulate),
             )
             done = run_system(
-                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}"),
+                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}", ready),
                 plan,
                 opts,
                 run=NewRun(label, head),
