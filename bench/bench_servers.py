@@ -199,8 +199,13 @@ def run_emulated(
     root = Path(tempfile.mkdtemp(prefix="pddbench-bench-"))
     paths = RunPaths(root)
     paths.logs.mkdir(parents=True, exist_ok=True)
-    with deploy(scenario, paths, probe=False) as (info, ns):
-        return run_in_client_netns(ns, lambda: run_loop(client(info.front_door)))
+    with deploy(scenario, paths, probe=False) as (info, ns, ready):
+
+        def go() -> Any:
+            ready()
+            return run_loop(client(info.front_door))
+
+        return run_in_client_netns(ns, go)
 
 
 def emulated_pdd(**over: Any) -> dict[str, Any]:

@@ -10,8 +10,12 @@ success, error, Ctrl-C or SIGTERM.
 * Emulated (a ``[network]`` and root): one namespace per instance via ``pddbench.netem``;
   each reference instance is one host process in its namespace; the client runs in the
   ``client`` namespace, in a thread of its own bound to it
-  (:func:`~pddbench.harness.drive.netns.run_in_client_netns`):
-  the main thread never enters an emulated namespace.
+  (:func:`~pddbench.harness.drive.netns.run_in_client_netns`, entered once per run by
+  ``jobs/run_system``): the main thread never enters an emulated namespace. What must
+  happen from the client's side before traffic (every instance healthy, the reference
+  servers' KV connections prewarmed, then the ``[network.schedule]`` started) is the
+  deployment's :class:`Readiness`, which that run calls first; it runs once per
+  deployment.
 * Loopback (no ``[network]``, or ``--no-emulation``): reference instances in one host
   process on 127.0.0.1 ports chosen by the OS; engines on their configured ports.
 """
@@ -28,7 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -36,7 +40,6 @@ from typing import IO, Any, TypeVar
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.deploy.lifeline import Lifeline, child_setup
-from pddbench.harness.drive.netns import run_in_client_netns
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.sections import DeploymentInfo
 
@@ -258,7 +261,7 @@ def _loopback(
 @contextlib.contextmanager
 def _emulated(
     scenario: Scenario, paths: RunPaths, *, probe: bool, check_probes: bool
-) -> Iterator[tuple[DeploymentInfo, list[Instance], str]]:
+) -> Iterator[tuple[DeploymentInfo, list[Instance], str, Readiness]]:
     from pddbench.netem.topology import Topology, new_run_id
 
     config = scenario.network_config()
@@ -317,17 +320,40 @@ def _emulated(
                     )
                 )
         client_ns = topo.netns("client")
-        info.prewarmed = run_in_client_netns(client_ns, lambda: _ready(scenario, instances))
         info.instances = {i.name: i.url or "" for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
-        wan = topo.start_wan_schedule()  # [network.schedule]: from the replay's start
+
+        def from_client() -> None:
+            info.prewarmed = _ready(scenario, instances)
+            # [network.schedule]: from the replay's start (its thread enters namespaces
+            # by path, wherever it is started from)
+            wans.append(topo.start_wan_schedule())
+
+        wans: list[Any] = []
         try:
-            yield info, instances, client_ns
+            yield info, instances, client_ns, Readiness(from_client)
         finally:
             _terminate([i.proc for i in instances])
+            wan = wans[0] if wans else None
             if wan is not None:  # the schedule's timeline joins the probes in links.parquet
                 write_link_probes(probes, str(paths.links), wan.stop())
+
+
+class Readiness:
+    """What a deployment still needs from the client's side before its first request
+    (health from there, prewarm, the WAN schedule's start): done once, by the first run
+    that calls it, in the client's namespace; later calls do nothing."""
+
+    def __init__(self, work: Callable[[], None] | None) -> None:
+        self._work = work
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            work, self._work = self._work, None
+        if work is not None:
+            work()
 
 
 def _ready(scenario: Scenario, instances: list[Instance]) -> list[Any]:
@@ -378,8 +404,9 @@ def deploy(
     emulate: bool = True,
     probe: bool = True,
     check_probes: bool = True,
-) -> Iterator[tuple[DeploymentInfo, str | None]]:
-    """Bring ``scenario`` up; yields (info, client namespace or None for loopback).
+) -> Iterator[tuple[DeploymentInfo, str | None, Readiness]]:
+    """Bring ``scenario`` up; yields (info, client namespace or None for loopback, its
+    :class:`Readiness`, to be called from the client's side before the first request).
 
     An ``emulation_scale = "auto"`` is resolved here for this machine's backend (the
     replay pipeline resolves it earlier, to record it)."""
@@ -388,8 +415,13 @@ def deploy(
 
         scenario = scenario.resolved(backend_here())
     if emulate and scenario.network is not None:
-        with _emulated(scenario, paths, probe=probe, check_probes=check_probes) as (info, _, ns):
-            yield info, ns
+        with _emulated(scenario, paths, probe=probe, check_probes=check_probes) as (
+            info,
+            _,
+            ns,
+            ready,
+        ):
+            yield info, ns, ready
     else:
         with _loopback(scenario, paths) as (info, _):
-            yield info, None
+            yield info, None, Readiness(None)

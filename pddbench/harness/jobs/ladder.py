@@ -187,8 +187,8 @@ def run_ladder(
     deploy_dir = new_run(run_settings.out_root, f"{scenario.name}-ladder")
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
-        info, client_ns = (
-            (None, None)
+        info, client_ns, ready = (
+            (None, None, None)
             if virtual  # the twin: nothing to deploy
             else stack.enter_context(
                 deploy(scenario, deploy_dir, emulate=emulate, check_probes=check_probes)
@@ -204,7 +204,7 @@ def run_ladder(
                 redeployed = f"the previous point's servers were {backlog}"
                 echo(f"pddbench: {scenario.name}: {redeployed}: a fresh deployment")
                 stack.close()
-                info, client_ns = stack.enter_context(
+                info, client_ns, ready = stack.enter_context(
                     deploy(
                         scenario,
                         new_run(run_settings.out_root, f"{scenario.name}-ladder"),
@@ -238,8 +238,8 @@ def run_ladder(
                 emulation=run_settings.emulation(scenario),
             )
             done = run_system(
-                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}")
-                if info
+                Attached.of(info, client_ns, f"{scenario.name} x{window.load:.3g}", ready)
+                if info and ready
                 else scenario,
                 plan,
                 opts,

@@ -31,7 +31,7 @@ from pddbench.errors import UserError
 from pddbench.harness.config.preflight import check_out_folder
 from pddbench.harness.config.replay import ApiKind, ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.deploy.systems import deploy, emulation_problem
+from pddbench.harness.deploy.systems import Readiness, deploy, emulation_problem
 from pddbench.harness.drive.backends import AsyncioBackend, Backend, Drive, ModelBackend
 from pddbench.harness.drive.locust import LocustSettings
 from pddbench.harness.drive.netns import run_in_client_netns
@@ -66,11 +66,16 @@ class Attached:
     client_ns: str | None = None  # None: here (loopback, or an external target)
     metrics_urls: Mapping[str, str] | None = None  # scraped during the replay
     deployment: DeploymentInfo | None = None  # None: not ours (an external target)
+    ready: Readiness | None = None  # the deployment's client-side readiness (once)
 
     @classmethod
-    def of(cls, info: DeploymentInfo, client_ns: str | None, label: str) -> Attached:
+    def of(
+        cls, info: DeploymentInfo, client_ns: str | None, label: str, ready: Readiness
+    ) -> Attached:
         """A deployment this job brought up (and keeps up across runs)."""
-        return cls(info.front_door, label, client_ns, metrics_targets(info.instances), info)
+        return cls(
+            info.front_door, label, client_ns, metrics_targets(info.instances), info, ready
+        )
 
 
 @dataclass(frozen=True)
@@ -259,6 +264,10 @@ def run_system(
 
     def drive(at: Attached, opts: ReplayOptions, run_plan: ReplayPlan) -> SystemRun:
         def client() -> SystemRun:
+            if at.ready is not None:  # healthy from here, prewarmed: once per deployment
+                at.ready()
+                if at.deployment is not None:
+                    manifest.deployment = at.deployment.recorded()
             outcome = backend.drive(
                 Drive(
                     run_plan,
@@ -299,10 +308,11 @@ def run_system(
         ) as (
             info,
             client_ns,
+            ready,
         ):
             manifest.deployment = info.recorded()
             manifest.links = info.links
-            return drive(Attached.of(info, client_ns, scenario.name), opts, run_plan)
+            return drive(Attached.of(info, client_ns, scenario.name, ready), opts, run_plan)
     except KeyboardInterrupt:
         _record_failure(paths, manifest, "interrupted during deployment", RunStatus.INTERRUPTED)
         return SystemRun(ReplayOutcome(paths, 0, True, 0), manifest)
