@@ -13,7 +13,6 @@ options into the ladder's settings, the replay options and the SLA overrides and
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,10 @@ from typing import Any
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import backend_option, selection_options
+from pddbench.harness.cli.options import backend_option, run_settings, selection_options
 from pddbench.harness.config.replay_text import build_options, parse_duration
 from pddbench.harness.config.sla import parse_sla_overrides
 from pddbench.harness.jobs.capacity import capacity_job
-from pddbench.harness.jobs.run_system import RunSettings
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, LadderSettings
 
 DURATION = "duration"  # a flag whose text is a duration (parse_duration), not a number
@@ -131,10 +129,5 @@ def capacity(
         options=options,
         settings=settings,
         sla_overrides=overrides,
-        run_settings=RunSettings(
-            out_root,
-            ["pddbench", *sys.argv[1:]],
-            emulate=not no_emulation,
-            virtual=backend == "virtual",
-        ),
+        run_settings=run_settings(out_root, no_emulation=no_emulation, backend=backend),
     )

@@ -11,9 +11,10 @@ each option sets; a test holds the two together. Must not run anything.
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +23,9 @@ from pddbench.harness.config.replay import (
     OnError,
     ThinkPolicy,
 )
+
+if TYPE_CHECKING:
+    from pddbench.harness.jobs.run_system import RunSettings
 
 
 def path_option(*decls: str, help: str, file_okay: bool = True, dir_okay: bool = True, **kw: Any):
@@ -43,6 +47,23 @@ def backend_option(f):
         "reference-server scenario through the virtual-time twin (no deployment, no root, "
         "deterministic; every report says VIRTUAL TIME).",
     )(f)
+
+
+def run_settings(
+    out_root: Path, *, no_emulation: bool, backend: str, no_probe_check: bool = False
+) -> RunSettings:
+    """The job's :class:`~pddbench.harness.jobs.run_system.RunSettings` from the shared
+    flags (``--out``, ``--no-emulation``, ``--backend``, ``--no-probe-check``), recording
+    this command line."""
+    from pddbench.harness.jobs.run_system import RunSettings
+
+    return RunSettings(
+        out_root,
+        ["pddbench", *sys.argv[1:]],
+        emulate=not no_emulation,
+        check_probes=not no_probe_check,
+        virtual=backend == "virtual",
+    )
 
 
 def _choice(flag: str, default: StrEnum, help: str | None = None):

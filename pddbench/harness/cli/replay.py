@@ -10,13 +10,17 @@ or a run has no successful request (with ``--fail-on-errors``: any failed reques
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.cli.options import backend_option, path_option, selection_options
+from pddbench.harness.cli.options import (
+    backend_option,
+    path_option,
+    run_settings,
+    selection_options,
+)
 from pddbench.harness.config.replay_text import build_options
 from pddbench.harness.rundir.folder import DEFAULT_OUT
 
@@ -207,17 +211,15 @@ def replay(
         trace_path=trace_path,
         scenarios=scenarios or (() if target else DEFAULT_SCENARIOS),
         target=target,
-        out_root=out_root,
         label=label,
         options=options,
-        argv=["pddbench", *sys.argv[1:]],
-        emulate=not no_emulation,
-        check_probes=not no_probe_check,
+        settings=run_settings(
+            out_root, no_emulation=no_emulation, backend=backend, no_probe_check=no_probe_check
+        ),
         locust=locust,
         fail_on_errors=fail_on_errors,
         report=not no_report,
         quick=quick,
-        virtual=backend == "virtual",
     )
     if code:
         raise click.exceptions.Exit(code)

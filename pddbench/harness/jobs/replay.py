@@ -108,20 +108,16 @@ def replay_main(
     trace_path: Path,
     scenarios: tuple[str, ...],
     target: str | None,
-    out_root: Path,
     label: str | None,
     options: ReplayOptions,
-    argv: list[str],
-    emulate: bool = True,
-    check_probes: bool = True,
+    settings: RunSettings,
     locust: LocustSettings | None = None,
     fail_on_errors: bool = False,
     report: bool = True,
     quick: bool = False,
-    virtual: bool = False,
 ) -> int:
     """Run the replays; returns the exit status (``locust``: use the Locust engine;
-    ``virtual``: the twin in virtual time, reference-server scenarios only).
+    ``settings.virtual``: the twin in virtual time, reference-server scenarios only).
 
     A long trace with no selection option is the main job: every system walks the shared
     load ladder and the run ends with the verdict (:mod:`pddbench.harness.jobs.main_job`).
@@ -130,7 +126,7 @@ def replay_main(
     successful request, or (``fail_on_errors``) when any request failed; else 0."""
     # everything the user gave is checked before anything happens: no emulation probe
     # (a scratch namespace), no run folder, no server before the inputs are known good
-    if virtual and (target is not None or locust is not None):
+    if settings.virtual and (target is not None or locust is not None):
         what = "--target (a live endpoint)" if target is not None else "--engine locust"
         raise UserError(f"--backend virtual replays scenarios in virtual time: not with {what}")
     systems = [] if target is not None else [load_scenario(n) for n in scenarios]
@@ -144,7 +140,6 @@ def replay_main(
     if target is not None and scenarios:
         raise UserError("--target drives an existing endpoint: give no --scenario with it")
     # everything the user gave is checked before a run folder exists or a server starts
-    settings = RunSettings(out_root, argv, emulate, check_probes, virtual=virtual)
     settings.preflight(systems, plan, options)
     if default_note:
         click.echo(f"pddbench: {default_note}", err=True)
