@@ -22,7 +22,8 @@ def load_trace(path: Path) -> Trace:
         raise UserError(
             f"trace {path} not found; make one with `pddbench trace synth --profile jan-feb "
             f"-o {path}` or import one with "
-            f"`pddbench trace import mooncake|weka|azure SRC -o {path}`"
+            f"`pddbench trace import FORMAT SRC -o {path}` (`pddbench trace import --help` "
+            "lists the formats)"
         )
     try:
         return read_trace(path, for_replay=True)
