@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pddbench.harness.analysis.ttft_parts import PARTS
 from pddbench.harness.config.replay import Selection
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.plan.player import PlannedRequest
@@ -28,17 +29,6 @@ from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import run_twin
 from pddbench.workloads.traceio import read_trace
-
-PARTS = (
-    "to_router",
-    "router_queue",
-    "p_queue",
-    "prefill",
-    "kv_transfer",
-    "kv_landing",
-    "first_decode",
-    "to_client",
-)
 
 
 def figures(df: pd.DataFrame) -> dict[str, float]:

@@ -63,34 +63,30 @@ class NetnsWatch:
         return names
 
 
-def _run_watched(tmp: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """``pddbench ARGV`` with /run/netns replaced (for it alone) by a watched folder."""
+def _watched_python(
+    tmp: Path, args: list[str], timeout: float = 120
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``python ARGS`` with /run/netns replaced (for it alone) by a watched folder; what it
+    ran and the namespaces created meanwhile."""
     netns = tmp / "netns"
     netns.mkdir()
     watch = NetnsWatch(netns)
     inner = f'mkdir -p /run/netns && mount --bind {netns} /run/netns && exec "$@"'
+    unshare = ["unshare", "-m", "--propagation", "private", "sh", "-c", inner, "sh"]
     res = subprocess.run(
-        [
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            inner,
-            "sh",
-            sys.executable,
-            "-m",
-            "pddbench",
-            *argv,
-        ],
+        [*unshare, sys.executable, *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         cwd=tmp,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     return res, watch.created()
+
+
+def _run_watched(tmp: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``pddbench ARGV`` with /run/netns replaced (for it alone) by a watched folder."""
+    return _watched_python(tmp, ["-m", "pddbench", *argv])
 
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
@@ -151,26 +147,6 @@ def test_the_watch_sees_a_namespace_that_lived_briefly(tmp_path: Path) -> None:
         "from pddbench.netem import nsutil; nsutil.create_netns('pddbwatch-x');"
         " nsutil.remove_netns('pddbwatch-x')"
     )
-    netns = tmp_path / "netns"
-    netns.mkdir()
-    watch = NetnsWatch(netns)
-    inner = f'mkdir -p /run/netns && mount --bind {netns} /run/netns && exec "$@"'
-    subprocess.run(
-        [
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            inner,
-            "sh",
-            sys.executable,
-            "-c",
-            code,
-        ],
-        check=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert watch.created() == ["pddbwatch-x"]
+    res, created = _watched_python(tmp_path, ["-c", code], timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert created == ["pddbwatch-x"]
