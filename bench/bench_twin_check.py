@@ -1,77 +1,80 @@
-"""Side by side: an emulated run folder and the twin replaying the same plan.
+"""Twin against emulation: the same ladder point through both backends, side by side.
 
-Reads ``requests.parquet`` of an emulated ``pddbench replay`` run (``--run``), plans the same
-trace with the same selection (``--trace``, ``--speedup``, ``--max-requests``) through
-:func:`pddbench.twin.backend`'s hashes and :func:`pddbench.twin.run.run_twin` for the
-run's scenario, and prints TTFT P50/P90/P99, TPOT P50/P99, E2E P99, RLD share of output
-tokens, relayed requests, WAN bytes, P's reported hit rate and the TTFT parts' means for
-both. Figures only (the issue's tolerances are for the main job's first rung; this is the
-first look).
+For each ``--scenario``, runs one ladder point of ``pddbench capacity`` (the main job's
+walk: the trace's busiest hour at x10, the rung that ``--start`` offers, 10 s warm-up,
+until 400 requests are offered) with ``--backend emulated`` (root) and ``--backend
+virtual`` into ``--out``, then prints the figures issue 27's bars compare
+(:mod:`pddbench.twin.check`: TTFT P50/P90/P99, TPOT P50/P99, E2E P99, SLA attainment, RLD
+share, relayed requests, WAN bytes, MD/D hit rate, the TTFT parts' means) with each
+figure's tolerance and verdict. ``--reuse`` keeps point folders already in ``--out``;
+``--emulated DIR --virtual DIR`` compares two existing capacity folders (or point folders)
+instead. Figures only; no pass/fail exit status.
 
-    .venv/bin/python bench/bench_twin_check.py --run RUN --trace T --speedup 10 --max-requests 120
+    sudo .venv/bin/python bench/bench_twin_check.py --trace jan-feb.parquet \
+        --scenario same-dc-pd --scenario cross-dc-pd --scenario pdd --out twin-check
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from pddbench.harness.analysis.ttft_parts import PARTS
-from pddbench.harness.config.replay import Selection
-from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.plan.player import PlannedRequest
-from pddbench.harness.plan.sessions import plan_requests
-from pddbench.harness.rundir.manifest import RunManifest
-from pddbench.twin.prompts import server_hashes
-from pddbench.twin.run import run_twin
-from pddbench.workloads.traceio import read_trace
+from pddbench.twin.check import PointRun, compare, load_point, point_folders, render
 
 
-def figures(df: pd.DataFrame) -> dict[str, float]:
-    ok = df[df.status == "ok"]
-    out = {f"TTFT P{q} s": float(np.percentile(ok.ttft_s, q)) for q in (50, 90, 99)}
-    out |= {f"TPOT P{q} ms": float(np.nanpercentile(ok.tpot_s, q) * 1e3) for q in (50, 99)}
-    out["E2E P99 s"] = float(np.percentile(ok.e2e_s, 99))
-    out["RLD share %"] = 100 * float(ok.relay_tokens.fillna(0).sum() / ok.output_tokens.sum())
-    out["relayed"] = float((ok.pipeline == "P->RLD->MD").sum())
-    out["WAN GB"] = float(ok.wan_bytes.fillna(0).sum() / 1e9)
-    out["P hit %"] = 100 * float(ok.cached_tokens_reported.sum() / ok.input_tokens.sum())
-    for p in PARTS:
-        out[f"{p} mean s"] = float(ok[f"ttft_{p}_s"].mean())
-    out["ok"] = float(len(ok))
-    return out
+def run_point(trace: Path, scenario: str, backend: str, start: float, out: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "pddbench", "capacity", "--trace", str(trace),
+        "--scenario", scenario, "--points", "1", "--bisect", "0", "--descend", "0",
+        "--start", f"{start:g}", "--backend", backend, "--out", str(out),
+    ]  # fmt: skip
+    print(f"# {' '.join(cmd[2:])}", flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    print(f"#   rc {done.returncode}: {last or done.stderr.strip()[-300:]}", flush=True)
+
+
+def by_point(root: Path) -> dict[tuple[int, float], PointRun]:
+    return {(p.index, round(p.trace_start_s, 3)): p for p in map(load_point, point_folders(root))}
+
+
+def pairs(emulated: Path, virtual: Path) -> None:
+    epoints, vpoints = by_point(emulated), by_point(virtual)
+    for key in sorted(epoints.keys() & vpoints.keys()):
+        e, v = epoints[key], vpoints[key]
+        print(
+            f"\n{e.system}: point {e.index} (x{e.load_scale:g}, trace offset "
+            f"{e.trace_start_s / 3600:.2f} h): {len(e.records)} emulated / "
+            f"{len(v.records)} virtual requests in the measured window"
+        )
+        print(render(compare(e, v)))
+    for key in sorted(epoints.keys() ^ vpoints.keys()):
+        print(f"\npoint {key}: only in one backend's folder; not compared")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, required=True)
-    ap.add_argument("--trace", type=Path, required=True)
-    ap.add_argument("--speedup", type=float, default=1.0)
-    ap.add_argument("--max-requests", type=int)
+    ap.add_argument("--trace", type=Path)
+    ap.add_argument("--scenario", action="append", default=[])
+    ap.add_argument("--start", type=float, default=4.0, help="the ladder's --start (x4: rung 1)")
+    ap.add_argument("--out", type=Path, default=Path("twin-check"))
+    ap.add_argument("--reuse", action="store_true", help="keep points already in --out")
+    ap.add_argument("--emulated", type=Path, help="an emulated capacity folder to compare")
+    ap.add_argument("--virtual", type=Path, help="... with this virtual one")
     args = ap.parse_args()
-    manifest = RunManifest.load(args.run)
-    emulated = pd.read_parquet(args.run / "requests.parquet")
-    table = read_trace(args.trace).table
-    sc = load_scenario(manifest.scenario_name).model_copy(update={"emulation_scale": 1.0})
-    dep, net = sc.deployment_config, sc.network_config()
-    planned = plan_requests(table, Selection(speedup=args.speedup, max_requests=args.max_requests))
-    lists = table.column("block_hashes").to_pylist()
-    sizes = table.column("block_size").to_pylist()
-
-    def hashes(r: PlannedRequest) -> list[int]:
-        return server_hashes(lists[r.row], sizes[r.row], dep.block_size, r.input_length, r.row)
-
-    virtual = pd.DataFrame([vars(r) for r in run_twin(dep, net, planned, hashes)])
-    e, v = figures(emulated), figures(virtual)
-    print(f"{manifest.scenario_name}: {len(emulated)} emulated, {len(virtual)} virtual records")
-    print(f"{'':20} {'emulated':>10} {'virtual':>10} {'v/e':>7}")
-    for k in e:
-        ratio = v[k] / e[k] if e[k] else float("nan")
-        print(f"{k:20} {e[k]:10.3f} {v[k]:10.3f} {ratio:7.2f}")
+    if args.emulated is not None and args.virtual is not None:
+        pairs(args.emulated, args.virtual)
+        return 0
+    if args.trace is None or not args.scenario:
+        ap.error("give --trace and --scenario (or --emulated DIR --virtual DIR)")
+    for s in args.scenario:
+        folders = {b: args.out / f"{b}-{s}-x{args.start:g}" for b in ("emulated", "virtual")}
+        for backend, folder in folders.items():
+            if not (args.reuse and point_folders(folder)):
+                run_point(args.trace, s, backend, args.start, folder)
+        pairs(folders["emulated"], folders["virtual"])
     return 0
 
 

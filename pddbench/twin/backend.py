@@ -77,6 +77,7 @@ def drive_virtual(
         on_error=options.on_error,
         cached_theoretical=plan.theoretical_cached,
         send_until_s=options.max_duration_s,
+        request_limit_s=options.api.request_timeout_s,
     )
     with Journal(paths.journal) as journal:
         for rec in records:

@@ -22,7 +22,7 @@ from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
 from pddbench.harness.drive.stream import StreamSummary
 from pddbench.harness.drive.stream_records import fail_record, finish_record, record_for
 from pddbench.harness.plan.player import DueRequest
-from pddbench.harness.rundir.records import ErrorClass, RequestRecord
+from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
 from pddbench.servers import protocol as proto
 from pddbench.servers.flow_core import (
     GENERATE,
@@ -52,8 +52,10 @@ class TwinFlow:
         due: DueRequest,
         hashes: list[int],
         on_done: Callable[[TwinFlow], None],
+        limit_s: float | None = None,
     ) -> None:
         self.twin = twin
+        self.limit_s = limit_s  # the client's request limit (cut: censored)
         self.due = due
         self.on_done = on_done
         req = due.request
@@ -80,6 +82,8 @@ class TwinFlow:
     def start(self) -> None:
         sim = self.twin.sim
         sim.after(self.twin.dep.request_timeout_s, self._timeout)
+        if self.limit_s is not None:
+            sim.at(self.send_s + self.limit_s, self._cut)  # from the client's send
         self._guard(lambda: self._act(self.core.start(sim.now)))
 
     def _act(self, actions: list[Action]) -> None:
@@ -152,16 +156,34 @@ class TwinFlow:
     def _failed(self, message: str) -> None:
         if self.answered:
             return
-        self.answered = True
         self.story.error = message
+        self._drop_all()
+        self.record = self._record(message)
+        self.on_done(self)
+        self._maybe_close()
+
+    def _cut(self) -> None:
+        """The client's request limit: it stops reading (the router drops the request's
+        streams, as it does on a client that went away); what the stream measured so far
+        is recorded censored, without the server timing that ends a stream, as the
+        client's ``cut_short`` does."""
+        if self.answered:
+            return
+        self._drop_all()
+        self.record = self._record(None, cut=True)
+        limit = f"censored: request ran past {self.limit_s:g} s"
+        fail_record(self.record, lambda: self.twin.sim.now, ErrorClass.REQUEST_LIMIT, limit,
+                    status=Status.CENSORED)  # fmt: skip
+        self.on_done(self)
+        self._maybe_close()
+
+    def _drop_all(self) -> None:
+        self.answered = True
         for label in self.core.pending_labels():
             inst = self.core.opened[label]
             at = self.twin.net.control(self.twin.sim.now, self.twin.router, inst)
             self.twin.sim.at(at, self.twin.worker(inst.id).abort, self.rid)
         self.core.done_labels.update(self.core.opened)
-        self.record = self._record(message)
-        self.on_done(self)
-        self._maybe_close()
 
     def _maybe_close(self) -> None:
         if not self.closed and not self.core.pending_labels():
@@ -169,7 +191,7 @@ class TwinFlow:
             self.core.finish_up()
             self.twin.flows.pop(self.rid, None)
 
-    def _record(self, error: str | None) -> RequestRecord:
+    def _record(self, error: str | None, *, cut: bool = False) -> RequestRecord:
         req = self.due.request
         now = self.twin.sim.now
         rec = record_for(self.due, self.twin.cached_theoretical)
@@ -191,11 +213,11 @@ class TwinFlow:
             token_count_source="token_ids",
             chunks=len(self.chunks),
             itl_s=np.asarray(itl, dtype=float),
-            cached_tokens_reported=int(story["cached_tokens"]),
+            cached_tokens_reported=None if cut else int(story["cached_tokens"]),
             prompt_tokens_reported=req.input_length,
             integrity_ok=True,
             integrity_error=None,
-            server_timing=story,
+            server_timing=None if cut else story,
             token_times_s=times,
         )
         finish_record(rec, summary, lambda: now)

@@ -75,10 +75,13 @@ def run_twin(
     until_s: float = float("inf"),
     cached_theoretical: dict[str, int] | None = None,
     send_until_s: float | None = None,
+    request_limit_s: float | None = None,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
-    and what is in flight finishes, as the asyncio client's duration cap does."""
+    and what is in flight finishes, as the asyncio client's duration cap does; with
+    ``request_limit_s`` (the client's whole-request limit) a request still unanswered that
+    long after its send is cut and recorded censored, as the client does."""
     twin = Twin(dep, net, seed=seed)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
@@ -99,7 +102,8 @@ def run_twin(
         arm()
 
     def arrive(due: DueRequest) -> None:
-        flow = TwinFlow(twin, twin.core, twin.tally, due, hashes_of(due.request), done)
+        hashes = hashes_of(due.request)
+        flow = TwinFlow(twin, twin.core, twin.tally, due, hashes, done, request_limit_s)
         twin.flows[flow.rid] = flow
         flow.start()
 

@@ -1,0 +1,196 @@
+"""Twin against emulation on the same ladder point: the figures issue 27's bars compare.
+
+Owns the figures of one ladder-point run folder, taken over the point's measured window
+(requests intended in ``[warm-up, warm-up + measured)``, as the ladder measures them):
+TTFT P50/P90/P99, TPOT P50/P99, E2E P99, SLA attainment (the point's own verdict), RLD's
+share of output tokens, relayed requests, WAN bytes (KV, A -> B), the decode side's
+(MD / D) prefix-cache hit rate, P's hit rate and the TTFT decomposition's means; the
+tolerances the twin is held to (:data:`TOLERANCES`); and the side-by-side rows with a
+within / outside verdict per figure. Reads run folders only: must not run a replay,
+choose a scenario or decide what a point is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pddbench.harness.analysis.ttft_parts import PARTS
+from pddbench.harness.rundir.manifest import RunManifest
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far the twin may sit from the emulated figure: ``rel`` (a fraction of the
+    emulated value) or ``pp`` (percentage points)."""
+
+    kind: str
+    limit: float
+
+    def within(self, emulated: float, virtual: float) -> bool:
+        if math.isnan(emulated) or math.isnan(virtual):
+            return math.isnan(emulated) and math.isnan(virtual)
+        if self.kind == "pp":
+            return abs(virtual - emulated) <= self.limit + 1e-9
+        if emulated == 0:
+            return virtual == 0
+        return abs(virtual / emulated - 1) <= self.limit + 1e-9
+
+    def describe(self) -> str:
+        return f"±{self.limit:g} pp" if self.kind == "pp" else f"±{self.limit * 100:g} %"
+
+
+# Issue 27's bars at the main job's first rung.
+TOLERANCES: dict[str, Tolerance] = {
+    "TTFT P50 s": Tolerance("rel", 0.15),
+    "TTFT P90 s": Tolerance("rel", 0.15),
+    "TTFT P99 s": Tolerance("rel", 0.25),
+    "TPOT P50 ms": Tolerance("rel", 0.10),
+    "TPOT P99 ms": Tolerance("rel", 0.10),
+    "SLA attainment %": Tolerance("pp", 2.0),
+    "RLD share %": Tolerance("pp", 2.0),
+    "WAN GB": Tolerance("rel", 0.05),
+}
+
+
+@dataclass(frozen=True)
+class PointRun:
+    """One ladder point's run folder: its records in the measured window and its verdict."""
+
+    folder: Path
+    system: str
+    backend: str
+    index: int
+    trace_start_s: float
+    load_scale: float
+    records: pd.DataFrame  # the measured window's records (every status)
+    attainment: float | None  # the point's SLA attainment (0-1), as the ladder judged it
+
+
+def load_point(folder: Path) -> PointRun:
+    """A ladder point's run folder (``manifest.json`` with a ladder point, its records and
+    its ``capacity.json``)."""
+    manifest = RunManifest.load(folder)
+    point = manifest.ladder_point
+    if point is None:
+        raise ValueError(f"{folder} is not a ladder point's run folder")
+    df = pd.read_parquet(folder / "requests.parquet")
+    start, end = point.warmup_s, point.warmup_s + point.point_s
+    window = df[(df.intended_send_s >= start) & (df.intended_send_s < end)]
+    attainment = None
+    verdict = folder / "capacity.json"
+    if verdict.exists():
+        points = json.loads(verdict.read_text()).get("points") or []
+        if points:
+            attainment = points[0].get("attainment")
+    backend = manifest.replay.backend if manifest.replay is not None else "emulated"
+    return PointRun(
+        folder,
+        manifest.scenario_name,
+        str(backend or "emulated"),
+        point.index,
+        point.trace_start_s,
+        float(manifest.load_scale or 0.0),
+        window.reset_index(drop=True),
+        attainment,
+    )
+
+
+def point_folders(root: Path) -> list[Path]:
+    """Every ladder point's run folder under ``root`` (a capacity ``--out`` folder, or one
+    point's folder), in name order."""
+    if (root / "manifest.json").exists():
+        return [root]
+    out = []
+    for m in sorted(root.rglob("manifest.json")):
+        if (m.parent / "requests.parquet").exists():
+            out.append(m.parent)
+    return out
+
+
+def _decode_hit(stories: pd.Series) -> float:
+    cached = prompt = 0
+    for text in stories.dropna():
+        story: dict[str, Any] = json.loads(text)
+        sides = story.get("decode_side") or {}
+        if not sides:
+            continue
+        # the decoder that took the request's prompt KV: MD, else D (RLD's hit is not asked)
+        side = sides.get("MD") or sides.get("D") or next(iter(sides.values()))
+        cached += int(side.get("cached") or 0)
+        prompt += int(story.get("prompt_tokens") or 0)
+    return 100 * cached / prompt if prompt else float("nan")
+
+
+def figures(run: PointRun) -> dict[str, float]:
+    """The compared figures of one point (ok requests of its measured window)."""
+    ok = run.records[run.records.status == "ok"]
+    nan = float("nan")
+
+    def pct(col: pd.Series, q: float, scale: float = 1.0) -> float:
+        v = col.dropna().to_numpy(dtype=float)
+        return float(np.percentile(v, q) * scale) if v.size else nan
+
+    out = {f"TTFT P{q} s": pct(ok.ttft_s, q) for q in (50, 90, 99)}
+    out |= {f"TPOT P{q} ms": pct(ok.tpot_s, q, 1e3) for q in (50, 99)}
+    out["E2E P99 s"] = pct(ok.e2e_s, 99)
+    out["SLA attainment %"] = 100 * run.attainment if run.attainment is not None else nan
+    tokens = float(ok.output_tokens.sum())
+    relay = float(ok.relay_tokens.fillna(0).sum())
+    out["RLD share %"] = 100 * relay / tokens if tokens else nan
+    out["relayed"] = float((ok.pipeline == "P->RLD->MD").sum())
+    out["WAN GB"] = float(ok.wan_bytes.fillna(0).sum() / 1e9)
+    out["MD/D hit %"] = _decode_hit(ok.server_timing)
+    inputs = float(ok.input_tokens.sum())
+    out["P hit %"] = 100 * float(ok.cached_tokens_reported.sum()) / inputs if inputs else nan
+    for p in PARTS:
+        col = f"ttft_{p}_s"
+        out[f"{p} mean ms"] = float(ok[col].mean() * 1e3) if col in ok else nan
+    out["ok requests"] = float(len(ok))
+    out["errors"] = float((run.records.status == "error").sum())
+    return out
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    figure: str
+    emulated: float
+    virtual: float
+    tolerance: Tolerance | None
+
+    @property
+    def ratio(self) -> float:
+        if self.emulated == 0 or math.isnan(self.emulated):
+            return float("nan")
+        return self.virtual / self.emulated
+
+    @property
+    def within(self) -> bool | None:
+        if self.tolerance is None:
+            return None
+        return self.tolerance.within(self.emulated, self.virtual)
+
+
+def compare(emulated: PointRun, virtual: PointRun) -> list[CheckRow]:
+    """The two points' figures side by side (the same window of the same trace)."""
+    e, v = figures(emulated), figures(virtual)
+    return [CheckRow(k, e[k], v[k], TOLERANCES.get(k)) for k in e]
+
+
+def render(rows: list[CheckRow]) -> str:
+    """A fixed-width table: figure, emulated, virtual, v/e, tolerance, verdict."""
+    lines = [f"{'figure':24} {'emulated':>11} {'virtual':>11} {'v/e':>6}  {'bar':>8}  "]
+    for r in rows:
+        bar = r.tolerance.describe() if r.tolerance is not None else ""
+        mark = {True: "ok", False: "OUTSIDE", None: ""}[r.within]
+        ratio = f"{r.ratio:6.2f}" if not math.isnan(r.ratio) else "     -"
+        lines.append(
+            f"{r.figure:24} {r.emulated:11.4g} {r.virtual:11.4g} {ratio}  {bar:>8}  {mark}"
+        )
+    return "\n".join(lines)
