@@ -84,7 +84,11 @@ class TwinFlow:
         sim.after(self.twin.dep.request_timeout_s, self._timeout)
         if self.limit_s is not None:
             sim.at(self.send_s + self.limit_s, self._cut)  # from the client's send
-        self._guard(lambda: self._act(self.core.start(sim.now)))
+        route = self.twin.host.route_s  # the router's own work before it routes
+        if route > 0:
+            sim.after(route, self._guard, lambda: self._act(self.core.start(sim.now)))
+        else:
+            self._guard(lambda: self._act(self.core.start(sim.now)))
 
     def _act(self, actions: list[Action]) -> None:
         twin = self.twin
@@ -92,6 +96,7 @@ class TwinFlow:
             at = twin.net.control(twin.sim.now, twin.router, a.instance)
             worker = twin.worker(a.instance.id)
             if isinstance(a, Open):
+                at += twin.host.open_s  # the instance reads the forwarded request
                 body = {**a.body, "channel": twin.router.id}
                 if a.path == PREFILL:
                     spec: Any = proto.PrefillSpec(**body, targets=list(a.targets))
@@ -120,6 +125,7 @@ class TwinFlow:
             ready = [t for pos, tok in item for t in self.core.token(label, pos, tok, now)]
             if ready:
                 t = self.twin.net.control(now, self.twin.router, self.twin.router)
+                t += self.twin.host.to_client_s
                 if self.chunks and self.chunks[-1][0] == t:
                     self.chunks[-1] = (t, self.chunks[-1][1] + len(ready))
                 else:

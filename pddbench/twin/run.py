@@ -23,6 +23,7 @@ from pddbench.servers.config import DeploymentConfig, Role
 from pddbench.servers.flow_core import Tally
 from pddbench.servers.router_core import RouterCore
 from pddbench.twin.front import TwinFlow
+from pddbench.twin.host import NONE, HostCosts
 from pddbench.twin.links import Network
 from pddbench.twin.sim import Sim
 from pddbench.twin.worker import TwinWorker
@@ -40,9 +41,11 @@ class Twin:
         *,
         seed: int = 0,
         prewarmed: bool = True,
+        host: HostCosts = NONE,
     ) -> None:
         self.sim = Sim()
         self.dep = dep
+        self.host = host  # the emulated deployment's host costs (none: the hardware's twin)
         self.net = Network(dep, net, seed, prewarmed=prewarmed)
         self.router = dep.router
         self.core = RouterCore(dep)
@@ -76,13 +79,14 @@ def run_twin(
     cached_theoretical: dict[str, int] | None = None,
     send_until_s: float | None = None,
     request_limit_s: float | None = None,
+    host: HostCosts = NONE,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
     and what is in flight finishes, as the asyncio client's duration cap does; with
     ``request_limit_s`` (the client's whole-request limit) a request still unanswered that
     long after its send is cut and recorded censored, as the client does."""
-    twin = Twin(dep, net, seed=seed)
+    twin = Twin(dep, net, seed=seed, host=host)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
     records: list[RequestRecord] = []
@@ -98,7 +102,8 @@ def run_twin(
     def send() -> None:
         wake.discard(sim.now)
         for due in player.pop_due(sim.now):  # the client sits at the front door's site
-            sim.at(twin.net.control(sim.now, twin.router, twin.router), arrive, due)
+            t = twin.net.control(sim.now, twin.router, twin.router) + host.request_in_s
+            sim.at(t, arrive, due)
         arm()
 
     def arrive(due: DueRequest) -> None:

@@ -25,6 +25,7 @@ from pddbench.servers.handoff import Adopt, Batch, HandoffError
 from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, seq_for
 from pddbench.servers.metrics import Registry
 from pddbench.servers.radix import KvPool
+from pddbench.twin.host import HostCosts
 from pddbench.twin.links import CONTROL_BYTES, Network
 from pddbench.twin.sim import Sim, SimTimers
 
@@ -38,6 +39,7 @@ class Fabric(Protocol):
     net: Network
     dep: DeploymentConfig
     router: InstanceConfig
+    host: HostCosts
 
     def worker(self, instance_id: str) -> TwinWorker: ...
     def deliver(self, instance_id: str, rid: str, item: Any) -> None: ...
@@ -72,6 +74,7 @@ class Sender:
         self.start = w.fab.sim.now
         self.spans: list[tuple[float, float]] = []
         self.arrival = self.start
+        self.off_wire = self.start  # the last byte's arrival (landing starts after it)
         self.cancelled = False
         self.complete = False  # every byte is on the line
 
@@ -98,6 +101,15 @@ class Sender:
             fab.sim.at(self.arrival, self._landed)
 
     def _landed(self) -> None:
+        landing = self.w.fab.host.landing_s  # the receiver takes the KV into its pages
+        self.off_wire = self.arrival
+        if landing > 0 and not self.cancelled:
+            self.arrival += landing
+            self.w.fab.sim.at(self.arrival, self._land)
+        else:
+            self._land()
+
+    def _land(self) -> None:
         if self.cancelled:
             return
         fab = self.w.fab
@@ -105,7 +117,7 @@ class Sender:
         receipt = {
             "source": self.w.inst.id,
             "path": self.target.path,
-            "start": first + (self.arrival - (self.spans[-1][1] if self.spans else first)),
+            "start": first + (self.off_wire - (self.spans[-1][1] if self.spans else first)),
             "end": self.arrival,
             "bytes": self.modelled,
             "modelled_bytes": self.modelled,
@@ -238,7 +250,7 @@ class TwinWorker:
 
     def _to_router(self, rid: str, item: Any) -> None:
         fab = self.fab
-        t = fab.net.control(fab.sim.now, self.inst, fab.router)
+        t = fab.net.control(fab.sim.now, self.inst, fab.router) + fab.host.message_s
         fab.sim.at(t, fab.deliver, self.inst.id, rid, item)
 
     # -- P's senders ----------------------------------------------------------------------
