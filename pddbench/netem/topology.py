@@ -69,7 +69,7 @@ from pddbench.netem.tcp import (
     buffer_bytes,
     tcp_sysctls,
 )
-from pddbench.netem.topology_config import NetworkConfig, Shape
+from pddbench.netem.topology_config import NetworkConfig, Shape, change_directions
 
 if TYPE_CHECKING:
     from pddbench.netem.wanrun import WanScheduleRun
@@ -461,17 +461,11 @@ class Topology:
         """Change a link now (rates are configured values, scaled here); returns the records."""
         change = changes if isinstance(changes, LinkChange) else LinkChange(**changes)
         wan = self.plan.wan(link)
-        targets = [wan.a_to_b, wan.b_to_a]
-        if direction != "both":
-            targets = [wan.a_to_b if direction == "a_to_b" else wan.b_to_a]
         records = []
-        for d in targets:
+        for name in change_directions(direction):
+            d = wan.a_to_b if name == "a_to_b" else wan.b_to_a
             sd = self.directions[d.key]
-            update = change.model_dump(exclude_none=True, exclude={"up"})
-            if "rate_mbit" in update:
-                update["rate_mbit"] = update["rate_mbit"] / self.plan.scale
-            shape = sd.shape.model_copy(update=update)
-            down = sd.down if change.up is None else not change.up
+            shape, down = change.applied(sd.shape, sd.down, scale=self.plan.scale)
             if sd.backend == "kernel" and shape.jitter_ms > 0 and shape.jitter_dist != "uniform":
                 raise UserError(f"{d.key} uses netem, which cannot take normal jitter here")
             sd.apply(shape, down)
