@@ -8,9 +8,10 @@ requests get the servers' block hashes (:func:`~pddbench.twin.prompts.server_has
 replay through
 :func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
 ``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
-says ``backend = "virtual"`` and carries the link model's parameters. ``max_duration_s``
-stops sending as the asyncio client's cap does. Not honoured yet: ``max_concurrency``,
-``links.parquet`` and ``server_metrics.parquet``.
+says ``backend = "virtual"`` and carries the link model's parameters; ``server_metrics.parquet``
+and ``links.parquet`` come from :class:`~pddbench.twin.outputs.TwinOutputs` (the manifest's
+clock is ``virtual``: its times are virtual seconds from the run's start). ``max_duration_s``
+stops sending as the asyncio client's cap does. Not honoured yet: ``max_concurrency``.
 Must not deploy anything, open sockets or choose the run folder.
 """
 
@@ -25,14 +26,16 @@ from pddbench.harness.drive.quiesce import Quiet
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
-from pddbench.harness.rundir.manifest import RunManifest, RunStatus
+from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import Journal, finalize_journal
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
+from pddbench.twin.outputs import TwinOutputs, scrape_interval
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import Twin, run_twin
 
 TARGET = "virtual://"
+VIRTUAL_CLOCK = RunClock(kind="virtual", origin_monotonic_s=0.0)  # servers' times = run times
 SETTLED = "virtual time: the twin runs every request's work to its end, nothing is left busy"
 
 
@@ -68,6 +71,8 @@ def drive_virtual(
     def hashes(r: PlannedRequest) -> list[int]:
         return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
 
+    manifest.clock = VIRTUAL_CLOCK
+    outputs = TwinOutputs(scrape_interval(plan.requests))
     records = run_twin(
         dep,
         net,
@@ -77,11 +82,13 @@ def drive_virtual(
         on_error=options.on_error,
         cached_theoretical=plan.theoretical_cached,
         send_until_s=options.max_duration_s,
+        observe=outputs.attach,
     )
     with Journal(paths.journal) as journal:
         for rec in records:
             journal.append(rec)
     count, unreadable = finalize_journal(paths.journal, paths.requests)
+    outputs.write(paths, manifest, max((r.end_s or 0.0 for r in records), default=0.0))
     manifest.planned_requests, manifest.sent_requests = len(plan.requests), len(records)
     manifest.finish(RunStatus.COMPLETE, records=count, unreadable_lines=unreadable)
     manifest.save(paths.root)

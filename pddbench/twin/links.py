@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pddbench.netem.slowstart import MSS, cold_transfer
 from pddbench.netem.topology_config import Direction as LinkDirection
@@ -89,7 +89,8 @@ class LinkState:
     shape: Shape
     up: bool = True
     cross_mbit: float | None = None
-    cause: str = ""  # what changed here ("": the configured state at 0)
+    # what changed here, as a ChangeRecord's ``changes`` ({}: the configured state at 0)
+    changes: dict[str, object] = field(default_factory=dict)
 
 
 def cross_take(shape: Shape, paced_mbit: float | None) -> float:
@@ -125,25 +126,19 @@ def wan_timelines(net: NetworkConfig) -> dict[tuple[str, LinkDirection], list[Li
         was = current[key]
         if isinstance(change, LinkChange):
             shape, down = change.applied(was.shape, not was.up)
-            fields = sorted(change.model_dump(exclude_none=True).items())
-            state = LinkState(at, shape, not down, was.cross_mbit, _changes(fields))
+            what = change.model_dump(exclude_none=True)
+            state = LinkState(at, shape, not down, was.cross_mbit, what)
         else:
-            cause = "cross_traffic=" + ("stop" if change is None else "start")
-            state = LinkState(at, was.shape, was.up, change, cause)
-        current[key] = state
+            what = {"cross_traffic": "stop" if change is None else "start"}
+            state = LinkState(at, was.shape, was.up, change, what)
         line = out[key]
-        if line[-1].t_s == at and line[-1].cause:  # several changes at one instant: one state
-            cause = line[-1].cause + ";" + state.cause
-            state = line[-1] = LinkState(at, state.shape, state.up, state.cross_mbit, cause)
-            current[key] = state
+        if line[-1].t_s == at and line[-1].changes:  # several changes at one instant: one state
+            what = {**line[-1].changes, **state.changes}
+            state = line[-1] = LinkState(at, state.shape, state.up, state.cross_mbit, what)
         else:
             line.append(state)
+        current[key] = state
     return out
-
-
-def _changes(fields: list[tuple[str, object]]) -> str:
-    """A change as ``ChangeRecord.to_row`` writes it (``k=v`` joined by commas)."""
-    return ",".join(f"{k}={v}" for k, v in fields)
 
 
 def _segment(seg: SegmentConfig) -> tuple[float, float]:

@@ -75,11 +75,15 @@ def run_twin(
     until_s: float = float("inf"),
     cached_theoretical: dict[str, int] | None = None,
     send_until_s: float | None = None,
+    observe: Callable[[Twin], None] | None = None,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
-    and what is in flight finishes, as the asyncio client's duration cap does."""
+    and what is in flight finishes, as the asyncio client's duration cap does.
+    ``observe``: called with the twin before its clock starts (the outputs' samplers)."""
     twin = Twin(dep, net, seed=seed)
+    if observe is not None:
+        observe(twin)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
     records: list[RequestRecord] = []

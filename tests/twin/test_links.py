@@ -59,7 +59,8 @@ def test_the_timeline_is_the_emulated_schedule_expanded_and_stepped() -> None:
     assert ab == [(0, 800), (1, 200), (3, 800), (6, 200), (8, 800)]
     ba = lines[("wan", "b_to_a")]
     assert [s.t_s for s in ba] == [0, 1, 3, 4, 6, 8]
-    assert ba[3].shape.loss_pct == 1 and ba[4].shape.loss_pct == 1 and ba[3].cause == "loss_pct=1.0"
+    assert ba[3].shape.loss_pct == 1 and ba[4].shape.loss_pct == 1
+    assert ba[3].changes == {"loss_pct": 1.0}
     assert len(net.schedule_plan().events) == 9  # the same expansion the emulated WAN runs
 
 
