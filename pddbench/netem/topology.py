@@ -539,12 +539,7 @@ class Topology:
             if links is not None and wan.name not in links:
                 continue
             fwd, back = self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]
-            # From the probe host behind one switch to the other switch's end of the link:
-            # exactly this link, both ways, with forwarded (not locally sent) traffic.
-            ha, hb = self.plan.probe_host(wan.a), self.plan.probe_host(wan.b)
-            a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
-            a_end = Endpoint(self.plan.switch(wan.a).netns, wan.a_address)
-            b_end = Endpoint(self.plan.switch(wan.b).netns, wan.b_address)
+            a, b, a_end, b_end = self.probe_endpoints(wan.name)
             worst = 2 * (fwd.shape.delay_ms + back.shape.delay_ms)
             rtts, lost = measure_rtt(a, b_end, samples=samples, timeout_s=0.2 + worst / 1000)
             summary = summarize_rtt(rtts, lost)
@@ -588,6 +583,16 @@ class Topology:
                 )
             )
         return out
+
+    def probe_endpoints(self, link: str) -> tuple[Endpoint, Endpoint, Endpoint, Endpoint]:
+        """(site a's probe host, site b's, a's end of the link, b's end): a → b_end and
+        b → a_end cross exactly this link, with forwarded (not locally sent) traffic."""
+        wan = self.plan.wan(link)
+        ha, hb = self.plan.probe_host(wan.a), self.plan.probe_host(wan.b)
+        a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
+        a_end = Endpoint(self.plan.switch(wan.a).netns, wan.a_address)
+        b_end = Endpoint(self.plan.switch(wan.b).netns, wan.b_address)
+        return a, b, a_end, b_end
 
     def probe_congestion(self) -> str:
         """BBR for the goodput check where the kernel has it: the check asks whether the
