@@ -7,9 +7,10 @@ starts (``run_twin(observe=...)``):
 * **server metrics** — every ``interval_s`` of virtual time (the emulated scraper's 1 s,
   wider for a long replay, see :func:`scrape_interval`), each worker's registry of the
   series its engine and KV pool back (:func:`~pddbench.servers.instance_metrics.
-  add_engine_series`, the very ones a server exports on ``/metrics``) is rendered and
+  add_engine_series`, the very ones a server exports on ``/metrics``) is collected and
   mapped to common names as the harness's scraper maps a server's
-  (:func:`~pddbench.harness.drive.scrape.rows_from_text`); one scrape at 0 and one at or
+  (:func:`~pddbench.harness.drive.scrape.rows_from_samples`, without the text round
+  trip); one scrape at 0 and one at or
   after the last answer, as the scraper's first and last. The series a server's I/O
   driver counts itself (requests, KV bytes per peer, tokens emitted, scheduler lag, loop
   lag) are not exported: the twin has no such driver, and a zero would be a false figure.
@@ -32,7 +33,8 @@ import math
 from dataclasses import asdict
 
 from pddbench.harness.drive.replay import METRICS_INTERVAL_S
-from pddbench.harness.drive.scrape import MetricRow, rows_from_text, write_server_metrics
+from pddbench.harness.drive.scrape import MetricRow, rows_from_samples, write_server_metrics
+from pddbench.harness.engines.metrics import Sample
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunManifest, ServerMetricsInfo
@@ -86,7 +88,8 @@ class TwinOutputs:
         assert self.twin is not None
         sim = self.twin.sim
         for wid, r in self._registries.items():
-            self.rows.extend(rows_from_text(r.render(), wid, sim.now))
+            samples = [Sample(n, tuple(sorted(lab)), v) for n, lab, v in r.collect()]
+            self.rows.extend(rows_from_samples(samples, wid, sim.now))
         self.scrapes += 1
         if sim._heap:  # anything left to happen: scrape again (Sim has no public "pending")
             sim.at(sim.now + self.interval_s, self._scrape)
