@@ -87,11 +87,14 @@ class TwinOutputs:
     def _scrape(self) -> None:
         assert self.twin is not None
         sim = self.twin.sim
+        if math.isinf(sim.now):  # what a link down for good never delivers: not a scrape
+            return
         for wid, r in self._registries.items():
             samples = [Sample(n, tuple(sorted(lab)), v) for n, lab, v in r.collect()]
             self.rows.extend(rows_from_samples(samples, wid, sim.now))
         self.scrapes += 1
-        if sim._heap:  # anything left to happen: scrape again (Sim has no public "pending")
+        heap = sim._heap  # Sim has no public "next event" (sim.py is the hot path's)
+        if heap and heap[0][0] < math.inf:  # something left to happen: scrape again
             sim.at(sim.now + self.interval_s, self._scrape)
 
     # -- the files ------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pddbench.harness.report.sections import build_sections
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import journal_line
-from pddbench.netem.topology_config import RateSwing, WanSchedule
+from pddbench.netem.topology_config import LinkChange, RateSwing, ScheduledChange, WanSchedule
 from pddbench.twin.backend import drive_virtual
 from pddbench.twin.outputs import TwinOutputs
 from pddbench.twin.run import run_twin
@@ -101,3 +101,15 @@ def test_sampling_the_twin_changes_no_record() -> None:
     seen = run_twin(dep, net, plan(), hashes_for(dep.block_size), observe=outputs.attach)
     assert [journal_line(r) for r in seen] == plain
     assert outputs.scrapes > 1 and outputs.rows
+
+
+def test_a_link_down_for_good_ends_the_run_with_timeouts_not_a_hang() -> None:
+    down = ScheduledChange(at_s=0.0, link="wan", changes=LinkChange(up=False))
+    sc = load_scenario("cross-dc-pd").model_copy(update={"emulation_scale": 1.0})
+    dep = sc.deployment_config
+    net = sc.network_config().model_copy(update={"schedule": WanSchedule(events=[down])})
+    outputs = TwinOutputs()
+    records = run_twin(dep, net, plan(2, 1), hashes_for(dep.block_size), observe=outputs.attach)
+    assert len(records) == 2 and all(r.status != "ok" for r in records)
+    assert all("timed out" in (r.error_message or "") for r in records)
+    assert max(r.t_s for r in outputs.rows) < 1000
