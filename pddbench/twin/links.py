@@ -25,7 +25,8 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
 * **usage** (when asked, :meth:`Network.track_usage`): the bytes each WAN direction carried
   per interval, for ``links.parquet`` (:mod:`pddbench.twin.outputs`).
 
-Not modelled: per-packet reordering, the socket buffers' drain during a stall, a cross
+Not modelled: per-packet reordering, the socket buffers' drain during a stall, TCP's
+retransmission backoff after a downed link comes back (bytes resume at once), a cross
 flow's own slow start, two cross flows at once on one direction (the later one's start and
 stop win). Parameters come from the scenario's ``[network]`` at scale 1 (the
 twin moves modelled bytes), or a calibrated link model (:mod:`pddbench.twin.calibrate`)
