@@ -94,7 +94,7 @@ class LinkModelFile(_Model):
     format: Literal["pddbench-link-model"] = FORMAT
     format_version: int = 1
     measured: Measured
-    probes: list[dict[str, object]] = Field(default_factory=list)  # LinkProbe rows, as measured
+    probes: list[LinkProbe] = Field(default_factory=list)  # as measured (scaled units)
     directions: list[DirectionFit]
 
     def fit_for(self, link: str, direction: Direction) -> DirectionFit | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import platform
 import socket
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import UTC, datetime
 
 from pddbench.netem.topology import Topology
@@ -89,4 +88,4 @@ def calibrate(
         kv_bytes_per_token=kv_bytes_per_token,
         transfer_sizes_tokens=sizes_tokens,
     )
-    return LinkModelFile(measured=measured, probes=[asdict(p) for p in probes], directions=fits)
+    return LinkModelFile(measured=measured, probes=probes, directions=fits)
