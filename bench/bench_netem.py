@@ -58,12 +58,7 @@ def cpu_seconds(pids: list[int]) -> np.ndarray:
 
 
 def endpoints(topo: Topology) -> tuple[Endpoint, Endpoint, Endpoint, Endpoint]:
-    wan = topo.plan.wan(LINK)
-    ha, hb = topo.plan.probe_host(wan.a), topo.plan.probe_host(wan.b)
-    a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
-    b_end = Endpoint(topo.plan.switch(wan.b).netns, wan.b_address)
-    a_end = Endpoint(topo.plan.switch(wan.a).netns, wan.a_address)
-    return a, b, a_end, b_end
+    return topo.probe_endpoints(LINK)
 
 
 def bench_rtt(topo: Topology, samples: int) -> list[bool]:

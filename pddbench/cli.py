@@ -68,6 +68,7 @@ def trace() -> None:
         "engines": "pddbench.harness.cli.engines:engines",
         "regress": "pddbench.harness.cli.report:regress_command",
         "experiment": "pddbench.harness.cli.experiment:experiment",
+        "twin": "pddbench.twin.cli:twin",
     },
     context_settings={"help_option_names": ["-h", "--help"]},
 )

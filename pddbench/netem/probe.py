@@ -88,6 +88,25 @@ class LinkProbe:
     t_unix: float = field(default_factory=time.time)
 
 
+@dataclass
+class LinkUsage:
+    """One ``kind = "usage"`` row of links.parquet: what one WAN direction carried over one
+    interval. Written by the twin's link model (``pddbench.twin.outputs``); the emulated WAN
+    does not sample its qdiscs, so an emulated run has none of these rows."""
+
+    run_id: str
+    link: str
+    direction: str  # a_to_b / b_to_a
+    backend: str
+    t_mono: float  # the interval's start on the run's clock (as the change rows)
+    interval_s: float
+    bulk_bytes: float  # KV (the bulk class), modelled bytes
+    control_bytes: float  # requests, events, tokens, handoff heads (modelled sizes)
+    rate_mbit: float | None  # the bulk class's mean available rate over the interval
+    goodput_mbit: float  # bulk bytes carried, per second of the interval
+    utilisation: float | None  # goodput / available rate (None: an unshaped line)
+
+
 @dataclass(frozen=True)
 class ProbeTolerance:
     rtt_p50_ms: float = 1.0  # |measured p50 - model p50|
@@ -364,20 +383,25 @@ def expected_rtt(forward: DelaySettings, backward: DelaySettings) -> tuple[float
 
 
 def write_link_probes(
-    probes: list[LinkProbe], path: str, changes: Sequence[ChangeRecord] = ()
+    probes: list[LinkProbe],
+    path: str,
+    changes: Sequence[ChangeRecord] = (),
+    usage: Sequence[LinkUsage] = (),
 ) -> None:
     """``links.parquet``: one ``kind = "probe"`` row per link probe and one
     ``kind = "change"`` row per link state change of the run's WAN schedule (``t_mono``:
     monotonic seconds, comparable with the manifest's clock origin; ``rate_mbit``,
     ``delay_ms``, ``loss_pct``, ``up``: the direction's state from then on;
-    ``cross_traffic_mbit``: a competing flow's goodput, 0 when it stops)."""
+    ``cross_traffic_mbit``: a competing flow's goodput, 0 when it stops); the twin adds
+    ``kind = "usage"`` rows (:class:`LinkUsage`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if not probes and not changes:
+    if not probes and not changes and not usage:
         raise UserError("no link probes to write")
     rows = [{"kind": "probe", **asdict(p)} for p in probes]
     rows += [{"kind": "change", **c.to_row()} for c in changes]
+    rows += [{"kind": "usage", **asdict(u)} for u in usage]
     keys: dict[str, None] = {}
     for row in rows:
         keys.update(dict.fromkeys(row))

@@ -69,7 +69,7 @@ from pddbench.netem.tcp import (
     buffer_bytes,
     tcp_sysctls,
 )
-from pddbench.netem.topology_config import NetworkConfig, Shape
+from pddbench.netem.topology_config import NetworkConfig, Shape, change_directions
 
 if TYPE_CHECKING:
     from pddbench.netem.wanrun import WanScheduleRun
@@ -461,17 +461,11 @@ class Topology:
         """Change a link now (rates are configured values, scaled here); returns the records."""
         change = changes if isinstance(changes, LinkChange) else LinkChange(**changes)
         wan = self.plan.wan(link)
-        targets = [wan.a_to_b, wan.b_to_a]
-        if direction != "both":
-            targets = [wan.a_to_b if direction == "a_to_b" else wan.b_to_a]
         records = []
-        for d in targets:
+        for name in change_directions(direction):
+            d = wan.a_to_b if name == "a_to_b" else wan.b_to_a
             sd = self.directions[d.key]
-            update = change.model_dump(exclude_none=True, exclude={"up"})
-            if "rate_mbit" in update:
-                update["rate_mbit"] = update["rate_mbit"] / self.plan.scale
-            shape = sd.shape.model_copy(update=update)
-            down = sd.down if change.up is None else not change.up
+            shape, down = change.applied(sd.shape, sd.down, scale=self.plan.scale)
             if sd.backend == "kernel" and shape.jitter_ms > 0 and shape.jitter_dist != "uniform":
                 raise UserError(f"{d.key} uses netem, which cannot take normal jitter here")
             sd.apply(shape, down)
@@ -545,12 +539,7 @@ class Topology:
             if links is not None and wan.name not in links:
                 continue
             fwd, back = self.directions[wan.a_to_b.key], self.directions[wan.b_to_a.key]
-            # From the probe host behind one switch to the other switch's end of the link:
-            # exactly this link, both ways, with forwarded (not locally sent) traffic.
-            ha, hb = self.plan.probe_host(wan.a), self.plan.probe_host(wan.b)
-            a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
-            a_end = Endpoint(self.plan.switch(wan.a).netns, wan.a_address)
-            b_end = Endpoint(self.plan.switch(wan.b).netns, wan.b_address)
+            a, b, a_end, b_end = self.probe_endpoints(wan.name)
             worst = 2 * (fwd.shape.delay_ms + back.shape.delay_ms)
             rtts, lost = measure_rtt(a, b_end, samples=samples, timeout_s=0.2 + worst / 1000)
             summary = summarize_rtt(rtts, lost)
@@ -594,6 +583,16 @@ class Topology:
                 )
             )
         return out
+
+    def probe_endpoints(self, link: str) -> tuple[Endpoint, Endpoint, Endpoint, Endpoint]:
+        """(site a's probe host, site b's, a's end of the link, b's end): a → b_end and
+        b → a_end cross exactly this link, with forwarded (not locally sent) traffic."""
+        wan = self.plan.wan(link)
+        ha, hb = self.plan.probe_host(wan.a), self.plan.probe_host(wan.b)
+        a, b = Endpoint(ha.netns, ha.address), Endpoint(hb.netns, hb.address)
+        a_end = Endpoint(self.plan.switch(wan.a).netns, wan.a_address)
+        b_end = Endpoint(self.plan.switch(wan.b).netns, wan.b_address)
+        return a, b, a_end, b_end
 
     def probe_congestion(self) -> str:
         """BBR for the goodput check where the kernel has it: the check asks whether the

@@ -147,6 +147,20 @@ class LinkChange(BaseModel):
             raise ValueError("a link change must change at least one field")
         return self
 
+    def applied(self, shape: Shape, down: bool, *, scale: float = 1.0) -> tuple[Shape, bool]:
+        """A direction's (shape, down) after this change; ``scale`` divides the new rate (the
+        emulated topology's scaled shapes; the twin's are at scale 1). The one place the
+        schedule's state rule lives: the topology and the twin's link model both step by it."""
+        update = self.model_dump(exclude_none=True, exclude={"up"})
+        if "rate_mbit" in update:
+            update["rate_mbit"] = update["rate_mbit"] / scale
+        return shape.model_copy(update=update), down if self.up is None else not self.up
+
+
+def change_directions(direction: ChangeDirection) -> list[Direction]:
+    """The directions a change names (``both``: each)."""
+    return ["a_to_b", "b_to_a"] if direction == "both" else [direction]
+
 
 class ScheduledChange(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -216,10 +230,7 @@ class WanSchedule(_Model):
         """Events and swings as one schedule; ``line_rates``: each direction's configured rate."""
         events = list(self.events)
         for sw in self.swings:
-            dirs: list[Direction] = (
-                ["a_to_b", "b_to_a"] if sw.direction == "both" else [sw.direction]
-            )
-            for d in dirs:
+            for d in change_directions(sw.direction):
                 rate = line_rates[(sw.link, d)]
                 if rate is None:
                     raise ValueError(f"swing on {sw.link!r}: the link has no rate to swing")

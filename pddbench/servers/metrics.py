@@ -164,6 +164,12 @@ class Registry:
         self.metrics.append(h)
         return h
 
+    def collect(self) -> Iterable[tuple[str, tuple[tuple[str, str], ...], float]]:
+        """Every sample now: (name, labels with the constant ones first, value)."""
+        for m in self.metrics:
+            for name, labels, value in m.samples():
+                yield name, (*self.const, *labels), value
+
     def render(self) -> str:
         out: list[str] = []
         for m in self.metrics:

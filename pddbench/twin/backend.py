@@ -8,9 +8,11 @@ requests get the servers' block hashes (:func:`~pddbench.twin.prompts.server_has
 replay through
 :func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
 ``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
-says ``backend = "virtual"`` and carries the link model's parameters. ``max_duration_s``
-stops sending as the asyncio client's cap does. Not honoured yet: ``max_concurrency``,
-``links.parquet`` and ``server_metrics.parquet``.
+says ``backend = "virtual"`` and carries the link model's parameters (with ``--link-model``:
+the calibrated ones, and the file's measurement record); ``server_metrics.parquet``
+and ``links.parquet`` come from :class:`~pddbench.twin.outputs.TwinOutputs` (the manifest's
+clock is ``virtual``: its times are virtual seconds from the run's start). ``max_duration_s``
+stops sending as the asyncio client's cap does. Not honoured yet: ``max_concurrency``.
 Must not deploy anything, open sockets or choose the run folder.
 """
 
@@ -25,26 +27,39 @@ from pddbench.harness.drive.quiesce import Quiet
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
-from pddbench.harness.rundir.manifest import RunManifest, RunStatus
+from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import Journal, finalize_journal
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
+from pddbench.twin.calibrate import LinkModelSource
+from pddbench.twin.outputs import TwinOutputs, scrape_interval
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import Twin, run_twin
 
 TARGET = "virtual://"
+VIRTUAL_CLOCK = RunClock(kind="virtual", origin_monotonic_s=0.0)  # servers' times = run times
 SETTLED = "virtual time: the twin runs every request's work to its end, nothing is left busy"
 
 
-def link_parameters(dep: DeploymentConfig, net: NetworkConfig | None) -> dict[str, object]:
-    """The link model's parameters per instance pair that carries traffic (for the manifest)."""
+def link_parameters(
+    dep: DeploymentConfig, net: NetworkConfig | None, calibration: LinkModelSource | None = None
+) -> dict[str, object]:
+    """The link model's parameters per instance pair that carries traffic, the schedule's
+    size and, with ``--link-model``, the calibration they came from (for the manifest)."""
     twin = Twin(dep, net)
     out: dict[str, object] = {}
     for a in dep.instances:
         for b in dep.instances:
             if a.id != b.id:
                 out[f"{a.id}->{b.id}"] = asdict(twin.net.params(a, b))
-    return {"model": "pddbench.twin.links", "prewarmed": True, "paths": out}
+    changes = sum(len(states) - 1 for states in twin.net.timelines.values())
+    return {
+        "model": "pddbench.twin.links",
+        "prewarmed": True,
+        "paths": out,
+        "schedule_changes": changes,
+        "calibration": None if calibration is None else calibration.recorded(),
+    }
 
 
 def drive_virtual(
@@ -56,10 +71,13 @@ def drive_virtual(
     manifest: RunManifest,
     *,
     seed: int = 0,
+    calibration: LinkModelSource | None = None,
 ) -> ReplayOutcome:
-    """Replay ``plan`` through the twin of ``dep`` into ``paths``; finalises the folder."""
+    """Replay ``plan`` through the twin of ``dep`` into ``paths``; finalises the folder.
+    ``calibration``: the link-model file ``net`` was fitted with (recorded)."""
+    links = link_parameters(dep, net, calibration)
     manifest.replay = replay_section(plan, options, TARGET + dep.router.id).model_copy(
-        update={"backend": "virtual", "link_model": link_parameters(dep, net)}
+        update={"backend": "virtual", "link_model": links}
     )
     lists = plan.table.column("block_hashes").to_pylist()
     sizes = plan.table.column("block_size").to_pylist()
@@ -68,6 +86,8 @@ def drive_virtual(
     def hashes(r: PlannedRequest) -> list[int]:
         return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
 
+    manifest.clock = VIRTUAL_CLOCK
+    outputs = TwinOutputs(scrape_interval(plan.requests))
     records = run_twin(
         dep,
         net,
@@ -78,11 +98,13 @@ def drive_virtual(
         cached_theoretical=plan.theoretical_cached,
         send_until_s=options.max_duration_s,
         request_limit_s=options.api.request_timeout_s,
+        observe=outputs.attach,
     )
     with Journal(paths.journal) as journal:
         for rec in records:
             journal.append(rec)
     count, unreadable = finalize_journal(paths.journal, paths.requests)
+    outputs.write(paths, manifest, max((r.end_s or 0.0 for r in records), default=0.0))
     manifest.planned_requests, manifest.sent_requests = len(plan.requests), len(records)
     manifest.finish(RunStatus.COMPLETE, records=count, unreadable_lines=unreadable)
     manifest.save(paths.root)
@@ -93,13 +115,17 @@ def drive_virtual(
 class VirtualBackend:
     """``--backend virtual``: the scenario's reference deployment replayed in virtual time."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, link_model: LinkModelSource | None = None) -> None:
         self.seed = seed
+        self.link_model = link_model
 
     def drive_model(self, scenario: Scenario, run: Drive) -> ReplayOutcome:
-        """The twin of ``scenario`` (its links at full scale) drives ``run`` into its folder."""
+        """The twin of ``scenario`` (its links at full scale, fitted ones in place of the
+        configured ones with ``--link-model``) drives ``run`` into its folder."""
         full = scenario.model_copy(update={"emulation_scale": 1.0})
         net = full.network_config() if full.network is not None else None
+        if net is not None and self.link_model is not None:
+            net = self.link_model.model.network(net)
         return drive_virtual(
             run.plan,
             run.options,
@@ -108,6 +134,7 @@ class VirtualBackend:
             run.paths,
             run.manifest,
             seed=self.seed,
+            calibration=self.link_model,
         )
 
     def settle(self) -> Quiet:

@@ -12,26 +12,49 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
   first served on the direction's line (``busy_until``);
 * **slow start** on a cold connection (:func:`pddbench.netem.slowstart.cold_transfer`: the
   extra rounds a cold window costs over a warm one), unless the senders' connections are
-  pre-warmed (the harness's default: a transfer engine keeps its peers warm).
+  pre-warmed (the harness's default: a transfer engine keeps its peers warm);
+* **the ``[network.schedule]``** — the same expanded :class:`~pddbench.netem.schedule.Schedule`
+  the emulated WAN applies (:meth:`NetworkConfig.schedule_plan`), stepped by the same rule
+  (:meth:`LinkChange.applied`) into a timeline of states per WAN direction
+  (:func:`wan_timelines`): a message takes the delay and jitter of its sending instant and
+  waits for a downed link to come back; bulk bytes are carried at each state's rate in turn,
+  so a rate drop in the middle of a transfer lengthens exactly its remaining part. A
+  **cross-traffic** flow takes TCP's fair share from the bulk class while it runs — at most
+  half the line (one competing flow against the KV connection), less when it is paced
+  below that (:func:`cross_take`); control still goes first;
+* **usage** (when asked, :meth:`Network.track_usage`): the bytes each WAN direction carried
+  per interval, for ``links.parquet`` (:mod:`pddbench.twin.outputs`).
 
-Not modelled yet (see the issue's note): ``[network.schedule]`` swings, events and cross
-traffic, per-packet reordering, the socket buffers' drain during a stall. Parameters come
-from the scenario's ``[network]`` at scale 1 (the twin moves modelled bytes). Sans-IO: no
-clock, no sockets; callers pass ``now``.
+Not modelled: per-packet reordering, the socket buffers' drain during a stall, TCP's
+retransmission backoff after a downed link comes back (bytes resume at once), a cross
+flow's own slow start, two cross flows at once on one direction (the later one's start and
+stop win). Parameters come from the scenario's ``[network]`` at scale 1 (the
+twin moves modelled bytes), or a calibrated link model (:mod:`pddbench.twin.calibrate`)
+folded into that configuration. Sans-IO: no clock, no sockets; callers pass ``now``.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
 
 from pddbench.netem.slowstart import MSS, cold_transfer
-from pddbench.netem.topology_config import NetworkConfig
+from pddbench.netem.topology_config import Direction as LinkDirection
+from pddbench.netem.topology_config import (
+    LinkChange,
+    LinkConfig,
+    NetworkConfig,
+    SegmentConfig,
+    Shape,
+    change_directions,
+)
 from pddbench.servers.config import DeploymentConfig, InstanceConfig
 
 MATHIS_C = math.sqrt(1.5)
 CONTROL_BYTES = 512  # a request, an event line, a handoff message's head
+CROSS_FAIR_SHARE = 0.5  # of the line: one greedy cross flow against the KV connection
 
 
 @dataclass(frozen=True)
@@ -42,6 +65,7 @@ class PathParams:
     delay_s: float  # one way
     jitter_s: float = 0.0
     loss: float = 0.0  # fraction of packets
+    cross_bytes_per_s: float = 0.0  # what a cross-traffic flow takes from the bulk class
 
     @property
     def rtt_s(self) -> float:
@@ -49,31 +73,175 @@ class PathParams:
 
     @property
     def bulk_rate(self) -> float:
-        """The line's rate, or TCP's loss-limited throughput when lower."""
+        """The line's rate less any cross traffic, or TCP's loss-limited throughput when
+        lower."""
+        line = self.rate_bytes_per_s - self.cross_bytes_per_s
         if self.loss <= 0 or self.rtt_s <= 0:
-            return self.rate_bytes_per_s
-        return min(self.rate_bytes_per_s, MSS / self.rtt_s * MATHIS_C / math.sqrt(self.loss))
+            return line
+        return min(line, MSS / self.rtt_s * MATHIS_C / math.sqrt(self.loss))
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """One WAN direction from ``t_s`` on: its shape (configured units, scale 1), whether it
+    is up, and the pacing of a cross-traffic flow on it (None: no flow; inf: unpaced)."""
+
+    t_s: float
+    shape: Shape
+    up: bool = True
+    cross_mbit: float | None = None
+    # what changed here, as a ChangeRecord's ``changes`` ({}: the configured state at 0)
+    changes: dict[str, object] = field(default_factory=dict)
+
+
+def cross_take(shape: Shape, paced_mbit: float | None) -> float:
+    """Mbit/s a cross flow takes from the bulk class: its pacing, at most TCP's fair share
+    against one KV connection (half the line)."""
+    if paced_mbit is None or shape.rate_mbit is None:
+        return 0.0
+    return min(paced_mbit, CROSS_FAIR_SHARE * shape.rate_mbit)
+
+
+def wan_timelines(net: NetworkConfig) -> dict[tuple[str, LinkDirection], list[LinkState]]:
+    """Every WAN direction's states over the run: the configured one at 0, then one per
+    instant where the expanded ``[network.schedule]`` (events, swings) or a cross-traffic
+    flow changes it, stepped in the order the emulated schedule runner applies them."""
+    current: dict[tuple[str, LinkDirection], LinkState] = {}
+    for link, d in net.iter_directions():
+        current[(link.link_name, d)] = LinkState(0.0, link.shape(d))
+    out = {key: [state] for key, state in current.items()}
+    # (at, order, key, what happens: a change, a cross flow's pacing (inf: unpaced) from
+    # then on, or None: the flow stops); the schedule's events first at equal times
+    steps: list[tuple[float, int, tuple[str, LinkDirection], LinkChange | float | None]] = []
+    for n, event in enumerate(net.schedule_plan().ordered()):
+        for d in change_directions(event.direction):
+            steps.append((event.at_s, n, (event.link, d), event.changes))
+    base = len(steps)
+    for n, ct in enumerate(net.schedule.cross_traffic):
+        pace = math.inf if ct.rate_mbit is None else ct.rate_mbit
+        key = (ct.link, ct.direction)
+        steps.append((ct.start_s, base + 2 * n, key, pace))
+        steps.append((ct.start_s + ct.duration_s, base + 2 * n + 1, key, None))
+    steps.sort(key=lambda s: (s[0], s[1]))
+    for at, _, key, change in steps:
+        was = current[key]
+        if isinstance(change, LinkChange):
+            shape, down = change.applied(was.shape, not was.up)
+            what = change.model_dump(exclude_none=True)
+            state = LinkState(at, shape, not down, was.cross_mbit, what)
+        else:
+            what = {"cross_traffic": "stop" if change is None else "start"}
+            state = LinkState(at, was.shape, was.up, change, what)
+        line = out[key]
+        if line[-1].t_s == at and line[-1].changes:  # several changes at one instant: one state
+            what = {**line[-1].changes, **state.changes}
+            state = line[-1] = LinkState(at, state.shape, state.up, state.cross_mbit, what)
+        else:
+            line.append(state)
+        current[key] = state
+    return out
+
+
+def _segment(seg: SegmentConfig) -> tuple[float, float]:
+    """(rate, one-way delay) of the two segments a path crosses (sender's and receiver's)."""
+    return (seg.rate_mbit * 1e6 / 8 if seg.rate_mbit else math.inf), 2 * seg.delay_us * 1e-6
+
+
+def wan_params(state: LinkState, seg: SegmentConfig) -> PathParams:
+    """A WAN direction's path (segments included) in ``state``."""
+    seg_rate, seg_delay = _segment(seg)
+    shape = state.shape
+    rate = shape.rate_mbit * 1e6 / 8 if shape.rate_mbit else math.inf
+    take = cross_take(shape, state.cross_mbit) * 1e6 / 8
+    return PathParams(
+        min(rate, seg_rate),
+        shape.delay_ms * 1e-3 + seg_delay,
+        shape.jitter_ms * 1e-3,
+        shape.loss_pct / 100,
+        take,
+    )
+
+
+class Usage:
+    """Bytes a direction carried per interval of ``width_s`` (bin ``k``: [k·w, (k+1)·w))."""
+
+    def __init__(self, width_s: float) -> None:
+        self.width_s = width_s
+        self.bulk: dict[int, float] = {}
+        self.control: dict[int, float] = {}
+
+    def spread(self, t0: float, t1: float, nbytes: float) -> None:
+        """``nbytes`` carried evenly over [t0, t1]."""
+        w = self.width_s
+        b0, b1 = int(t0 // w), int(t1 // w)
+        bulk = self.bulk
+        if b0 == b1 or t1 <= t0:
+            bulk[b0] = bulk.get(b0, 0.0) + nbytes
+            return
+        rate = nbytes / (t1 - t0)
+        for b in range(b0, b1 + 1):
+            lo, hi = max(t0, b * w), min(t1, (b + 1) * w)
+            if hi > lo:
+                bulk[b] = bulk.get(b, 0.0) + rate * (hi - lo)
+
+    def message(self, t: float, nbytes: float) -> None:
+        b = int(t // self.width_s)
+        self.control[b] = self.control.get(b, 0.0) + nbytes
 
 
 class Direction:
-    """One direction of one path: its queue of bulk bytes and its jitter draws."""
+    """One direction of one path: its queue of bulk bytes, its jitter draws and, on a WAN
+    direction with a schedule, its states over time."""
 
-    def __init__(self, params: PathParams, seed: str) -> None:
+    def __init__(
+        self, params: PathParams, seed: str, timeline: list[tuple[float, PathParams, bool]]
+    ) -> None:
         self.p = params
         self.rate = params.bulk_rate
         self.busy_until = 0.0
         self.last_control = 0.0  # control rides TCP connections: delivered in order
         self._rng = random.Random(seed)
+        self.usage: Usage | None = None
+        self.timed = len(timeline) > 1
+        self._times = [t for t, _, _ in timeline]
+        self._params = [p for _, p, _ in timeline]
+        self._up = [up for _, _, up in timeline]
 
-    def delay(self) -> float:
-        j = self.p.jitter_s
-        d = self.p.delay_s + (self._rng.uniform(-j, j) if j > 0 else 0.0)
+    def delay(self, p: PathParams | None = None) -> float:
+        p = p or self.p
+        j = p.jitter_s
+        d = p.delay_s + (self._rng.uniform(-j, j) if j > 0 else 0.0)
         return max(0.0, d)
+
+    def delay_at(self, t: float) -> float:
+        """One propagation delay (jitter drawn) for bytes leaving the line at ``t``."""
+        return self.delay(self._params[self._state(t)] if self.timed else self.p)
+
+    def _state(self, t: float) -> int:
+        return bisect_right(self._times, t) - 1
+
+    def _next_up(self, i: int) -> int | None:
+        for k in range(i + 1, len(self._up)):
+            if self._up[k]:
+                return k
+        return None
 
     def control(self, now: float, nbytes: int = CONTROL_BYTES) -> float:
         """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
-        delays a message but never lets it overtake an earlier one)."""
-        t = max(now + self.delay() + nbytes / self.p.rate_bytes_per_s, self.last_control)
+        delays a message but never lets it overtake an earlier one; on a downed link it
+        leaves when the link is back)."""
+        p = self.p
+        if self.timed:
+            i = self._state(now)
+            if not self._up[i]:
+                k = self._next_up(i)
+                if k is None:
+                    return math.inf
+                i, now = k, self._times[k]
+            p = self._params[i]
+        if self.usage is not None:
+            self.usage.message(now, nbytes)
+        t = max(now + self.delay(p) + nbytes / p.rate_bytes_per_s, self.last_control)
         self.last_control = t
         return t
 
@@ -81,9 +249,50 @@ class Direction:
         """Put ``nbytes`` of KV on the line at ``now``: (first byte on the wire, last byte
         off it); ``extra_s``: slow start's extra rounds."""
         start = max(now, self.busy_until)
-        end = start + extra_s + nbytes / self.rate
+        t = start + extra_s
+        if self.timed:
+            end = self._carry(t, nbytes)
+        else:
+            end = t + nbytes / self.rate
+            if self.usage is not None:
+                self.usage.spread(t, end, nbytes)
         self.busy_until = end
         return start, end
+
+    def _carry(self, t: float, nbytes: float) -> float:
+        """When ``nbytes`` put on the line at ``t`` are off it, each state at its rate."""
+        i = self._state(t)
+        left = nbytes
+        n = len(self._times)
+        while True:
+            until = self._times[i + 1] if i + 1 < n else math.inf
+            rate = self._params[i].bulk_rate if self._up[i] else 0.0
+            if rate > 0:
+                can = rate * (until - t)
+                if left <= can:
+                    end = t + left / rate
+                    if self.usage is not None:
+                        self.usage.spread(t, end, left)
+                    return end
+                if self.usage is not None:
+                    self.usage.spread(t, until, can)
+                left -= can
+            if until == math.inf:
+                return math.inf  # down for good: never delivered
+            i, t = i + 1, until
+
+    def mean_line_bytes_per_s(self, t0: float, t1: float) -> float:
+        """The bulk class's mean rate over [t0, t1] (0 while down)."""
+        if not self.timed:
+            return self.rate
+        total = 0.0
+        i = self._state(t0)
+        t = t0
+        while t < t1:
+            until = min(t1, self._times[i + 1] if i + 1 < len(self._times) else math.inf)
+            total += (self._params[i].bulk_rate if self._up[i] else 0.0) * (until - t)
+            i, t = i + 1, until
+        return total / (t1 - t0)
 
 
 def slow_start_extra_s(nbytes: float, p: PathParams) -> float:
@@ -106,28 +315,42 @@ class Network:
         self.prewarmed = prewarmed
         self._dirs: dict[tuple[str, str], Direction] = {}
         self._used: set[tuple[str, str]] = set()  # connections that carried KV (warm)
+        self.timelines = wan_timelines(net) if net is not None else {}
+        self.usage_s: float | None = None
+
+    def track_usage(self, width_s: float) -> None:
+        """Count the bytes each WAN direction carries per ``width_s`` from now on."""
+        self.usage_s = width_s
+        for (a, b), d in self._dirs.items():
+            if self._wan_link(a, b) is not None and d.usage is None:
+                d.usage = Usage(width_s)
+
+    def _wan_link(self, src_dc: str, dst_dc: str) -> tuple[LinkConfig, LinkDirection] | None:
+        if self.net is None or src_dc == dst_dc:
+            return None
+        for link in self.net.links:
+            if (src_dc, dst_dc) == (link.a, link.b):
+                return link, "a_to_b"
+            if (src_dc, dst_dc) == (link.b, link.a):
+                return link, "b_to_a"
+        return None
+
+    def _timeline(self, src: InstanceConfig, dst: InstanceConfig) -> list[LinkState] | None:
+        found = self._wan_link(src.datacenter, dst.datacenter)
+        if found is None:
+            return None
+        link, d = found
+        return self.timelines[(link.link_name, d)]
 
     def params(self, src: InstanceConfig, dst: InstanceConfig) -> PathParams:
+        """The path's configured parameters (at the run's start)."""
         net = self.net
         if net is None:
             return PathParams(math.inf, 0.0)
-        seg = net.segment
-        seg_rate = seg.rate_mbit * 1e6 / 8 if seg.rate_mbit else math.inf
-        seg_delay = 2 * seg.delay_us * 1e-6  # the sender's segment and the receiver's
-        if src.datacenter == dst.datacenter:
-            return PathParams(seg_rate, seg_delay)
-        for link in net.links:
-            ends = (link.a, link.b)
-            if (src.datacenter, dst.datacenter) in (ends, ends[::-1]):
-                shape = link.shape("a_to_b" if src.datacenter == link.a else "b_to_a")
-                rate = shape.rate_mbit * 1e6 / 8 if shape.rate_mbit else math.inf
-                return PathParams(
-                    min(rate, seg_rate),
-                    shape.delay_ms * 1e-3 + seg_delay,
-                    shape.jitter_ms * 1e-3,
-                    shape.loss_pct / 100,
-                )
-        return PathParams(seg_rate, seg_delay)
+        line = self._timeline(src, dst)
+        if line is not None:
+            return wan_params(line[0], net.segment)
+        return PathParams(*_segment(net.segment))
 
     def direction(self, src: InstanceConfig, dst: InstanceConfig) -> Direction:
         """The direction's queue: one per WAN direction (shared by every transfer on it),
@@ -138,8 +361,23 @@ class Network:
             key = (src.id, dst.id)
         d = self._dirs.get(key)
         if d is None:
-            d = self._dirs[key] = Direction(self.params(src, dst), f"{self.seed}:{key}")
+            line = self._timeline(src, dst)
+            timeline: list[tuple[float, PathParams, bool]] = []
+            if line is not None and self.net is not None:
+                timeline = [(s.t_s, wan_params(s, self.net.segment), s.up) for s in line]
+            d = Direction(self.params(src, dst), f"{self.seed}:{key}", timeline)
+            if line is not None and self.usage_s is not None:
+                d.usage = Usage(self.usage_s)
+            self._dirs[key] = d
         return d
+
+    def wan_direction(self, link: str, direction: LinkDirection) -> Direction | None:
+        """The queue of one WAN direction, if traffic has used it."""
+        if self.net is None:
+            return None
+        cfg = self.net.link(link)
+        a, b = (cfg.a, cfg.b) if direction == "a_to_b" else (cfg.b, cfg.a)
+        return self._dirs.get((a, b))
 
     def control(self, now: float, src: InstanceConfig, dst: InstanceConfig) -> float:
         return self.direction(src, dst).control(now)
@@ -156,4 +394,4 @@ class Network:
             extra = slow_start_extra_s(nbytes, d.p)
         self._used.add(conn)
         start, end = d.bulk(now, nbytes, extra)
-        return start, end, end + d.delay()
+        return start, end, end + d.delay_at(end)

@@ -80,13 +80,18 @@ def run_twin(
     send_until_s: float | None = None,
     request_limit_s: float | None = None,
     host: HostCosts = NONE,
+    observe: Callable[[Twin], None] | None = None,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
     and what is in flight finishes, as the asyncio client's duration cap does; with
     ``request_limit_s`` (the client's whole-request limit) a request still unanswered that
-    long after its send is cut and recorded censored, as the client does."""
+    long after its send is cut and recorded censored, as the client does. ``host``: the
+    emulated deployment's host costs (:mod:`pddbench.twin.host`; none: the hardware's twin).
+    ``observe``: called with the twin before its clock starts (the outputs' samplers)."""
     twin = Twin(dep, net, seed=seed, host=host)
+    if observe is not None:
+        observe(twin)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
     records: list[RequestRecord] = []

@@ -24,6 +24,7 @@ def test_virtual_run_folder_holds_every_request_and_says_virtual(tmp_path) -> No
     sc = load_scenario("pdd").model_copy(update={"emulation_scale": 1.0})
     dep, net = sc.deployment_config, sc.network_config()
     tables = []
+    files = []
     for k in range(2):
         paths = new_run(tmp_path / str(k), "twin")
         manifest = RunManifest.begin(argv=["test"], run_id=paths.run_id)
@@ -33,8 +34,11 @@ def test_virtual_run_folder_holds_every_request_and_says_virtual(tmp_path) -> No
         assert saved["replay"]["backend"] == "virtual"
         assert saved["replay"]["link_model"]["paths"]["p0->md0"]["delay_s"] > 0.015
         tables.append(pq.read_table(paths.requests))
+        links = pq.read_table(paths.links).drop_columns(["run_id"]).to_pandas()  # NaN == NaN
+        files.append((paths.server_metrics.read_bytes(), links))
     assert tables[0].num_rows == len(planned)
     assert tables[0].equals(tables[1])  # deterministic, file to file
+    assert files[0][0] == files[1][0] and files[0][1].equals(files[1][1])  # and the others
 
 
 def test_the_duration_cap_stops_sending_as_the_client_does(tmp_path) -> None:

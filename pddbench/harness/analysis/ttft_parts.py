@@ -66,7 +66,8 @@ class ClockJoin:
         clock = manifest.clock
         wall = clock.origin_wall
         wall_s = datetime.fromisoformat(wall).timestamp() if wall else None
-        mono = clock.origin_monotonic_s if clock.kind == "monotonic" else None
+        # "virtual": the twin's server times are run seconds already (origin 0)
+        mono = clock.origin_monotonic_s if clock.kind in ("monotonic", "virtual") else None
         return cls(mono, wall_s, manifest.host.name or None)
 
     @classmethod

@@ -115,6 +115,7 @@ def capacity(
     out_root: Path,
     no_emulation: bool,
     backend: str,
+    link_model: Path | None,
     **kw: object,
 ) -> None:
     """SLA goodput at capacity: walk the shared load ladder until the SLA target is missed."""
@@ -129,5 +130,7 @@ def capacity(
         options=options,
         settings=settings,
         sla_overrides=overrides,
-        run_settings=run_settings(out_root, no_emulation=no_emulation, backend=backend),
+        run_settings=run_settings(
+            out_root, no_emulation=no_emulation, backend=backend, link_model=link_model
+        ),
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from pddbench.errors import UserError
 from pddbench.harness.config.replay import (
     ApiKind,
     OnError,
@@ -37,7 +38,14 @@ def path_option(*decls: str, help: str, file_okay: bool = True, dir_okay: bool =
 
 
 def backend_option(f):
-    """``--backend emulated|virtual``: the deployed servers, or the virtual-time twin."""
+    """``--backend emulated|virtual``: the deployed servers, or the virtual-time twin; and
+    ``--link-model FILE``: the twin's calibrated link model."""
+    f = path_option(
+        "--link-model",
+        help="With --backend virtual: the twin's link parameters from `pddbench twin "
+        "calibrate` (recorded in the manifest); default: the scenario's configured [network].",
+        dir_okay=False,
+    )(f)
     return click.option(
         "--backend",
         type=click.Choice(["emulated", "virtual"]),
@@ -50,19 +58,33 @@ def backend_option(f):
 
 
 def run_settings(
-    out_root: Path, *, no_emulation: bool, backend: str, no_probe_check: bool = False
+    out_root: Path,
+    *,
+    no_emulation: bool,
+    backend: str,
+    no_probe_check: bool = False,
+    link_model: Path | None = None,
 ) -> RunSettings:
     """The job's :class:`~pddbench.harness.jobs.run_system.RunSettings` from the shared
-    flags (``--out``, ``--no-emulation``, ``--backend``, ``--no-probe-check``), recording
-    this command line."""
+    flags (``--out``, ``--no-emulation``, ``--backend``, ``--no-probe-check``,
+    ``--link-model``: loaded and checked here, before any run), recording this command
+    line."""
     from pddbench.harness.jobs.run_system import RunSettings
 
+    source = None
+    if link_model is not None:
+        if backend != "virtual":
+            raise UserError("--link-model is the twin's: it needs --backend virtual")
+        from pddbench.twin.calibrate import load_link_model
+
+        source = load_link_model(link_model)
     return RunSettings(
         out_root,
         ["pddbench", *sys.argv[1:]],
         emulate=not no_emulation,
         check_probes=not no_probe_check,
         virtual=backend == "virtual",
+        link_model=source,
     )
 
 

@@ -164,6 +164,7 @@ def replay(
     resume_dir: Path | None,
     quick: bool,
     backend: str,
+    link_model: Path | None,
     engine: str,
     workers: int,
     locust_master: bool,
@@ -182,7 +183,7 @@ def replay(
 
         raise click.exceptions.Exit(run_locust_worker(master_host, master_port))
     if resume_dir is not None:
-        if trace_path is not None or scenarios or target or backend != "emulated":
+        if trace_path is not None or scenarios or target or backend != "emulated" or link_model:
             raise UserError("--resume RUN takes the run's own trace, scenario, backend and options")
         raise click.exceptions.Exit(_resume(resume_dir, no_emulation, no_probe_check))
     if trace_path is None:
@@ -214,7 +215,11 @@ def replay(
         label=label,
         options=options,
         settings=run_settings(
-            out_root, no_emulation=no_emulation, backend=backend, no_probe_check=no_probe_check
+            out_root,
+            no_emulation=no_emulation,
+            backend=backend,
+            no_probe_check=no_probe_check,
+            link_model=link_model,
         ),
         locust=locust,
         fail_on_errors=fail_on_errors,

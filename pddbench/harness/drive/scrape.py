@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from pddbench.harness.engines.metrics import (
     ExpositionError,
     MappedSample,
+    Sample,
     map_samples,
     parse_prometheus,
 )
@@ -67,10 +68,18 @@ def metrics_targets(instances: Mapping[str, str], path: str = "/metrics") -> dic
 def rows_from_text(
     text: str, instance: str, t_s: float, *, keep_unmapped: bool = False
 ) -> list[MetricRow]:
-    samples = map_samples(parse_prometheus(text), keep_unmapped=keep_unmapped)
+    return rows_from_samples(parse_prometheus(text), instance, t_s, keep_unmapped=keep_unmapped)
+
+
+def rows_from_samples(
+    samples: Iterable[Sample], instance: str, t_s: float, *, keep_unmapped: bool = False
+) -> list[MetricRow]:
+    """One instance's samples at ``t_s`` under their common names (what a scrape keeps;
+    the twin passes its registries' samples here without the text round trip)."""
+    mapped = map_samples(samples, keep_unmapped=keep_unmapped)
     return [
         MetricRow(t_s, instance, s.metric, s.raw_name, labels_json(s.labels), s.value)
-        for s in samples
+        for s in mapped
     ]
 
 

@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -49,6 +50,9 @@ from pddbench.harness.rundir.emulation import EmulationStatus
 from pddbench.harness.rundir.folder import RunPaths, check_out_root
 from pddbench.harness.rundir.manifest import RunHead, RunManifest, RunStatus, open_run
 from pddbench.harness.rundir.sections import DeploymentInfo
+
+if TYPE_CHECKING:
+    from pddbench.twin.calibrate import LinkModelSource
 
 Echo = Callable[[str], None]
 
@@ -87,6 +91,7 @@ class RunSettings:
     emulate: bool = True  # False: --no-emulation (loopback; the runs say so)
     check_probes: bool = True  # False: --no-probe-check
     virtual: bool = False  # --backend virtual: the twin in virtual time (nothing deployed)
+    link_model: LinkModelSource | None = None  # --link-model: the twin's calibrated links
 
     def preflight(
         self, scenarios: Sequence[Scenario], plan: ReplayPlan | None, options: ReplayOptions
@@ -102,7 +107,7 @@ class RunSettings:
         if self.virtual:
             from pddbench.twin.backend import VirtualBackend
 
-            return VirtualBackend()
+            return VirtualBackend(link_model=self.link_model)
         return locust or AsyncioBackend()
 
     def fixed(self, scenario: Scenario, echo: Echo = _stderr) -> Scenario:

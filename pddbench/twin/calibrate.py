@@ -1,0 +1,246 @@
+"""The twin's link model fitted to this machine's emulated WAN: the parameter file and the fit.
+
+Owns :class:`LinkModelFile` (what ``pddbench twin calibrate`` writes and ``--link-model``
+loads: per WAN direction the fitted one-way delay, jitter and bulk rate, with what was
+measured, when, on which host and kernel), the pure fit from measurements to parameters
+(:func:`fit_link`), and folding the fit into a scenario's ``[network]``
+(:meth:`LinkModelFile.network`), which is all the twin's link model reads; without a file
+the twin uses the scenario's configured parameters.
+
+The fit, per link and direction, from one :class:`~pddbench.netem.probe.LinkProbe` (a
+UDP ping-pong's RTT quantiles, a steady bulk TCP goodput) and timed transfers on a warm
+connection (:class:`TransferSample`, the sizes the trace's KV transfers have):
+
+* **delay** — the RTT's median (symmetric jitter leaves it at the two delays' sum, the
+  host's own stack and delay-stage costs included), split between the directions in the
+  ratio of their configured delays (a ping-pong cannot tell the two apart; equal halves
+  when neither has one);
+* **jitter** — the RTT's standard deviation as the sum of two uniform jitters
+  (``std² = (J_ab² + J_ba²) / 3``), split in the ratio of the configured jitters' squares;
+* **rate** — the least-squares line ``seconds = setup + bytes / rate`` through the
+  transfers (at least two sizes), else the steady goodput; rates and bytes are put back at
+  scale 1 (``× scale``: the emulated link carried 1/scale of the modelled bytes at
+  1/scale of the rate, in the same time). ``setup_ms`` beyond the fitted delay is kept in
+  the file as ``overhead_ms``: the twin's model has no per-transfer overhead beyond the
+  delay, so it is reported, not applied.
+
+No I/O but reading and writing the file; the measuring is
+:mod:`pddbench.twin.calibrate_measure`'s (root, namespaces).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pddbench.errors import UserError
+from pddbench.netem.probe import LinkProbe
+from pddbench.netem.topology_config import Direction, LinkConfig, NetworkConfig, ShapeOverride
+
+FORMAT = "pddbench-link-model"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TransferSample(_Model):
+    """One timed transfer on a warm connection: ``nbytes`` on the emulated (scaled) link,
+    first byte sent to last byte received."""
+
+    nbytes: int = Field(gt=0)
+    seconds: float = Field(gt=0)
+
+
+class DirectionFit(_Model):
+    """One WAN direction's fitted parameters (configured units, scale 1) and their basis."""
+
+    link: str
+    direction: Direction
+    delay_ms: float = Field(ge=0)
+    jitter_ms: float = Field(ge=0)
+    rate_mbit: float = Field(gt=0)
+    rate_source: Literal["transfers", "goodput"]
+    setup_ms: float | None = None  # the transfer line's intercept
+    overhead_ms: float | None = None  # setup beyond the fitted delay (not applied)
+    goodput_mbit: float | None = None  # the steady bulk goodput (scale 1)
+    configured_rate_mbit: float | None = None
+    configured_delay_ms: float = 0.0
+    configured_jitter_ms: float = 0.0
+    transfers: list[TransferSample] = Field(default_factory=list)
+
+
+class Measured(_Model):
+    """Where and when the measurements were taken."""
+
+    at: str  # ISO 8601, UTC
+    host: str
+    kernel: str
+    scenario: str
+    scale: float = Field(gt=0)  # the emulated network's scale during the measurements
+    congestion: str = ""  # TCP congestion control of the bulk flows
+    kv_bytes_per_token: int | None = None
+    transfer_sizes_tokens: list[int] = Field(default_factory=list)
+
+
+class LinkModelFile(_Model):
+    """``pddbench twin calibrate``'s output; ``--backend virtual --link-model FILE`` input."""
+
+    format: Literal["pddbench-link-model"] = FORMAT
+    format_version: int = 1
+    measured: Measured
+    probes: list[LinkProbe] = Field(default_factory=list)  # as measured (scaled units)
+    directions: list[DirectionFit]
+
+    def fit_for(self, link: str, direction: Direction) -> DirectionFit | None:
+        for d in self.directions:
+            if (d.link, d.direction) == (link, direction):
+                return d
+        return None
+
+    def network(self, net: NetworkConfig) -> NetworkConfig:
+        """``net`` with every fitted direction's rate, delay and jitter in place of the
+        configured ones (the schedule, loss and everything else as configured)."""
+        links = []
+        for link in net.links:
+            update: dict[str, ShapeOverride] = {}
+            for d in ("a_to_b", "b_to_a"):
+                fit = self.fit_for(link.link_name, d)
+                if fit is None:
+                    continue
+                base = link.a_to_b if d == "a_to_b" else link.b_to_a
+                fields = base.model_dump(exclude_none=True) if base is not None else {}
+                fields |= {
+                    "rate_mbit": fit.rate_mbit,
+                    "delay_ms": fit.delay_ms,
+                    "jitter_ms": fit.jitter_ms,
+                }
+                update[d] = ShapeOverride(**fields)
+            links.append(link.model_copy(update=update))
+        unknown = {d.link for d in self.directions} - {lk.link_name for lk in net.links}
+        if unknown:
+            raise UserError(f"link model names links the scenario lacks: {sorted(unknown)}")
+        return net.model_copy(update={"links": links})
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(self.model_dump_json(indent=2) + "\n")
+        tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class LinkModelSource:
+    """A loaded link-model file and where it came from (``--link-model FILE``)."""
+
+    path: Path
+    model: LinkModelFile
+
+    def recorded(self) -> dict[str, object]:
+        """What a run's manifest records of it (under ``replay.link_model.calibration``)."""
+        fits = [d.model_dump(exclude={"transfers"}) for d in self.model.directions]
+        return {"file": str(self.path), "measured": self.model.measured.model_dump(), "fits": fits}
+
+
+def load_link_model(path: Path) -> LinkModelSource:
+    """The file, validated; a one-line UserError when it is not one."""
+    try:
+        return LinkModelSource(path, LinkModelFile.model_validate_json(path.read_text()))
+    except OSError as exc:
+        raise UserError(f"--link-model {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise UserError(f"--link-model {path}: not a pddbench link model ({first})") from exc
+
+
+def _split(total: float, a: float, b: float) -> tuple[float, float]:
+    """``total`` in the ratio a : b (halves when both are 0)."""
+    if a + b <= 0:
+        return total / 2, total / 2
+    return total * a / (a + b), total * b / (a + b)
+
+
+def fit_line(samples: Sequence[TransferSample]) -> tuple[float, float] | None:
+    """(setup seconds, bytes per second) of the least-squares line through ``samples``;
+    None without two sizes or when the slope is not positive."""
+    xs = [float(s.nbytes) for s in samples]
+    ys = [s.seconds for s in samples]
+    if len(set(xs)) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    if slope <= 0:
+        return None
+    return my - slope * mx, 1.0 / slope
+
+
+def fit_link(
+    link: LinkConfig,
+    probe: LinkProbe,
+    transfers: dict[Direction, list[TransferSample]],
+    scale: float,
+) -> list[DirectionFit]:
+    """Both directions of ``link`` fitted to its probe and timed transfers (see the module)."""
+    shapes = {d: link.shape(d) for d in ("a_to_b", "b_to_a")}
+    ab, ba = shapes["a_to_b"], shapes["b_to_a"]
+    rtt_ms = probe.rtt_p50_ms
+    delays = dict(zip(("a_to_b", "b_to_a"), _split(rtt_ms, ab.delay_ms, ba.delay_ms), strict=True))
+    std = probe.rtt_std_ms if math.isfinite(probe.rtt_std_ms) else 0.0
+    squares = _split(3 * std**2, ab.jitter_ms**2, ba.jitter_ms**2)
+    jitters = dict(zip(("a_to_b", "b_to_a"), (math.sqrt(v) for v in squares), strict=True))
+    goodputs = {"a_to_b": probe.goodput_a_to_b_mbit, "b_to_a": probe.goodput_b_to_a_mbit}
+    out = []
+    for d, shape in shapes.items():
+        samples = transfers.get(d, [])
+        line = fit_line(samples)
+        good = goodputs[d]
+        good_1 = None if good is None else good * scale
+        setup_ms = overhead_ms = None
+        if line is not None:
+            setup, rate_bps = line
+            rate = rate_bps * scale * 8 / 1e6
+            source: Literal["transfers", "goodput"] = "transfers"
+            setup_ms = setup * 1000
+            overhead_ms = setup_ms - delays[d]
+        elif good_1 is not None and good_1 > 0:
+            rate, source = good_1, "goodput"
+        else:
+            raise UserError(f"{link.link_name} {d}: neither transfers nor a goodput to fit")
+        out.append(
+            DirectionFit(
+                link=link.link_name,
+                direction=d,
+                delay_ms=delays[d],
+                jitter_ms=jitters[d],
+                rate_mbit=rate,
+                rate_source=source,
+                setup_ms=setup_ms,
+                overhead_ms=overhead_ms,
+                goodput_mbit=good_1,
+                configured_rate_mbit=shape.rate_mbit,
+                configured_delay_ms=shape.delay_ms,
+                configured_jitter_ms=shape.jitter_ms,
+                transfers=list(samples),
+            )
+        )
+    return out
+
+
+DEFAULT_SIZES_TOKENS = (1024, 8192, 32768)  # without a trace: short, typical, long prompts
+SIZE_QUANTILES = (0.1, 0.5, 0.9)
+
+
+def transfer_sizes_tokens(input_lengths: Sequence[int]) -> list[int]:
+    """The KV transfer sizes to time, in prompt tokens: the trace's input lengths at
+    :data:`SIZE_QUANTILES` (a P → decode transfer carries the uncached part of a prompt,
+    at most all of it), distinct, ascending; the defaults without a trace."""
+    if not input_lengths:
+        return list(DEFAULT_SIZES_TOKENS)
+    ordered = sorted(int(n) for n in input_lengths)
+    picks = {ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in SIZE_QUANTILES}
+    return sorted(max(1, p) for p in picks)

@@ -1,0 +1,103 @@
+"""The twin's link model applies ``[network.schedule]`` as the emulated WAN does: the same
+expanded schedule, stepped by the same rule, with exact effects on transfer and message
+times; and it counts what each WAN direction carried."""
+
+from __future__ import annotations
+
+import pytest
+
+from pddbench.harness.config.scenario import load_scenario
+from pddbench.netem.topology_config import (
+    CrossTraffic,
+    LinkChange,
+    NetworkConfig,
+    RateSwing,
+    ScheduledChange,
+    SegmentConfig,
+    WanSchedule,
+)
+from pddbench.servers.config import DeploymentConfig
+from pddbench.twin.links import Network, wan_timelines
+
+MB = 1e6
+
+
+def pdd(schedule: WanSchedule) -> tuple[DeploymentConfig, NetworkConfig]:
+    """pdd (P in dc-a, MD in dc-b) over an 800 Mbit/s (100 MB/s), 10 ms line, no jitter."""
+    sc = load_scenario("pdd").model_copy(update={"emulation_scale": 1.0})
+    net = sc.network_config()
+    link = net.links[0].model_copy(update={"rate_mbit": 800.0, "delay_ms": 10.0, "jitter_ms": 0.0})
+    net = net.model_copy(update={"links": [link], "schedule": schedule, "segment": SegmentConfig()})
+    return sc.deployment_config, net
+
+
+def ends(dep: DeploymentConfig, net: NetworkConfig, t: float, nbytes: float) -> float:
+    network = Network(dep, net, 0, prewarmed=True)
+    _, end, _ = network.bulk(t, dep.instance("p0"), dep.instance("md0"), nbytes)
+    return end
+
+
+def test_a_scheduled_rate_drop_lengthens_a_transfer_exactly_as_the_schedule_says() -> None:
+    swing = RateSwing(link="wan", direction="a_to_b", start_s=1.0, duration_s=2.0, fraction=0.5)
+    dep, net = pdd(WanSchedule(swings=[swing]))
+    # 200 MB from 0.5 s: 50 MB by 1 s at 100 MB/s, 100 MB over [1, 3] at 50 MB/s, the last
+    # 50 MB at 100 MB/s again: off the line at 3.5 s (2.5 s without the swing)
+    assert ends(dep, net, 0.5, 200 * MB) == pytest.approx(3.5, rel=1e-12)
+    assert ends(*pdd(WanSchedule()), 0.5, 200 * MB) == pytest.approx(2.5, rel=1e-12)
+    # the other direction is not swung
+    network = Network(dep, net, 0, prewarmed=True)
+    _, back, _ = network.bulk(0.5, dep.instance("md0"), dep.instance("p0"), 200 * MB)
+    assert back == pytest.approx(2.5, rel=1e-12)
+
+
+def test_the_timeline_is_the_emulated_schedule_expanded_and_stepped() -> None:
+    swing = RateSwing(link="wan", start_s=1.0, duration_s=2.0, fraction=0.25, every_s=5, count=2)
+    loss = ScheduledChange(at_s=4.0, link="wan", direction="b_to_a", changes=LinkChange(loss_pct=1))
+    _, net = pdd(WanSchedule(swings=[swing], events=[loss]))
+    lines = wan_timelines(net)
+    ab = [(s.t_s, s.shape.rate_mbit) for s in lines[("wan", "a_to_b")]]
+    assert ab == [(0, 800), (1, 200), (3, 800), (6, 200), (8, 800)]
+    ba = lines[("wan", "b_to_a")]
+    assert [s.t_s for s in ba] == [0, 1, 3, 4, 6, 8]
+    assert ba[3].shape.loss_pct == 1 and ba[4].shape.loss_pct == 1
+    assert ba[3].changes == {"loss_pct": 1.0}
+    assert len(net.schedule_plan().events) == 9  # the same expansion the emulated WAN runs
+
+
+def test_a_downed_link_holds_messages_and_bytes_until_it_is_back() -> None:
+    down = ScheduledChange(at_s=1.0, link="wan", changes=LinkChange(up=False))
+    up = ScheduledChange(at_s=2.0, link="wan", changes=LinkChange(up=True))
+    dep, net = pdd(WanSchedule(events=[down, up]))
+    network = Network(dep, net, 0, prewarmed=True)
+    p, md = dep.instance("p0"), dep.instance("md0")
+    arrival = network.control(1.5, p, md)
+    assert arrival == pytest.approx(2.0 + 0.010 + 512 / 100e6)
+    # 100 MB from 0.5 s: 50 MB by 1 s, nothing over [1, 2], the rest by 2.5 s
+    assert ends(dep, net, 0.5, 100 * MB) == pytest.approx(2.5, rel=1e-12)
+
+
+def test_cross_traffic_takes_its_pacing_or_a_fair_share_from_the_bulk_class() -> None:
+    paced = CrossTraffic(link="wan", start_s=0.0, duration_s=10.0, rate_mbit=200.0)
+    dep, net = pdd(WanSchedule(cross_traffic=[paced]))
+    assert ends(dep, net, 0.0, 75 * MB) == pytest.approx(1.0, rel=1e-12)  # 600 Mbit/s left
+    greedy = CrossTraffic(link="wan", start_s=1.0, duration_s=1.0)
+    dep, net = pdd(WanSchedule(cross_traffic=[greedy]))
+    # 200 MB from 0: 100 MB by 1 s, 50 MB over [1, 2] (half the line), the last 50 MB by 2.5 s
+    assert ends(dep, net, 0.0, 200 * MB) == pytest.approx(2.5, rel=1e-12)
+    network = Network(dep, net, 0, prewarmed=True)  # control is not slowed
+    assert network.control(1.5, dep.instance("p0"), dep.instance("md0")) == pytest.approx(
+        1.5 + 0.010 + 512 / 100e6
+    )
+
+
+def test_usage_counts_every_bulk_byte_in_the_interval_it_crossed_the_line() -> None:
+    swing = RateSwing(link="wan", direction="a_to_b", start_s=1.0, duration_s=2.0, fraction=0.5)
+    dep, net = pdd(WanSchedule(swings=[swing]))
+    network = Network(dep, net, 0, prewarmed=True)
+    network.track_usage(1.0)
+    network.bulk(0.5, dep.instance("p0"), dep.instance("md0"), 200 * MB)
+    d = network.wan_direction("wan", "a_to_b")
+    assert d is not None and d.usage is not None
+    got = {k: round(v / MB, 6) for k, v in sorted(d.usage.bulk.items())}
+    assert got == {0: 50, 1: 50, 2: 50, 3: 50}
+    assert d.mean_line_bytes_per_s(0.0, 2.0) == pytest.approx(75 * MB)
