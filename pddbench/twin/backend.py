@@ -18,6 +18,7 @@ Must not deploy anything, open sockets or choose the run folder.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 
 from pddbench.harness.config.replay import ReplayOptions
@@ -28,10 +29,11 @@ from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_sect
 from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
-from pddbench.harness.rundir.records import Journal, finalize_journal
+from pddbench.harness.rundir.records import Journal, RequestRecord, finalize_journal
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
 from pddbench.twin.calibrate import LinkModelSource
+from pddbench.twin.host import NONE, HostCosts
 from pddbench.twin.outputs import TwinOutputs, scrape_interval
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import Twin, run_twin
@@ -62,6 +64,40 @@ def link_parameters(
     }
 
 
+def replay_records(
+    plan: ReplayPlan,
+    options: ReplayOptions,
+    dep: DeploymentConfig,
+    net: NetworkConfig | None,
+    *,
+    seed: int = 0,
+    host: HostCosts = NONE,
+    observe: Callable[[Twin], None] | None = None,
+) -> list[RequestRecord]:
+    """``plan`` through the twin of ``dep`` under ``options`` (the client's error policy,
+    duration cap and request limit): every sent request's record, in completion order."""
+    lists = plan.table.column("block_hashes").to_pylist()
+    sizes = plan.table.column("block_size").to_pylist()
+    bs = dep.block_size
+
+    def hashes(r: PlannedRequest) -> list[int]:
+        return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
+
+    return run_twin(
+        dep,
+        net,
+        plan.requests,
+        hashes,
+        seed=seed,
+        on_error=options.on_error,
+        cached_theoretical=plan.theoretical_cached,
+        send_until_s=options.max_duration_s,
+        request_limit_s=options.api.request_timeout_s,
+        host=host,
+        observe=observe,
+    )
+
+
 def drive_virtual(
     plan: ReplayPlan,
     options: ReplayOptions,
@@ -79,27 +115,10 @@ def drive_virtual(
     manifest.replay = replay_section(plan, options, TARGET + dep.router.id).model_copy(
         update={"backend": "virtual", "link_model": links}
     )
-    lists = plan.table.column("block_hashes").to_pylist()
-    sizes = plan.table.column("block_size").to_pylist()
-    bs = dep.block_size
-
-    def hashes(r: PlannedRequest) -> list[int]:
-        return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
-
     manifest.clock = VIRTUAL_CLOCK
     outputs = TwinOutputs(scrape_interval(plan.requests))
-    records = run_twin(
-        dep,
-        net,
-        plan.requests,
-        hashes,
-        seed=seed,
-        on_error=options.on_error,
-        cached_theoretical=plan.theoretical_cached,
-        send_until_s=options.max_duration_s,
-        request_limit_s=options.api.request_timeout_s,
-        observe=outputs.attach,
-    )
+    host = calibration.model.host if calibration is not None else NONE
+    records = replay_records(plan, options, dep, net, seed=seed, host=host, observe=outputs.attach)
     with Journal(paths.journal) as journal:
         for rec in records:
             journal.append(rec)

@@ -24,6 +24,10 @@ connection (:class:`TransferSample`, the sizes the trace's KV transfers have):
   the file as ``overhead_ms``: the twin's model has no per-transfer overhead beyond the
   delay, so it is reported, not applied.
 
+The file also carries the emulated deployment's host costs per hop
+(:class:`~pddbench.twin.host.HostCosts`, fitted by ``pddbench twin fit-host`` from an
+emulated run; none until then), which the twin adds where each hop happens.
+
 No I/O but reading and writing the file; the measuring is
 :mod:`pddbench.twin.calibrate_measure`'s (root, namespaces).
 """
@@ -41,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pddbench.errors import UserError
 from pddbench.netem.probe import LinkProbe
 from pddbench.netem.topology_config import Direction, LinkConfig, NetworkConfig, ShapeOverride
+from pddbench.twin.host import HostCosts
 
 FORMAT = "pddbench-link-model"
 
@@ -96,6 +101,8 @@ class LinkModelFile(_Model):
     measured: Measured
     probes: list[LinkProbe] = Field(default_factory=list)  # as measured (scaled units)
     directions: list[DirectionFit]
+    # the emulated deployment's host costs per hop (pddbench twin fit-host; none: unfitted)
+    host: HostCosts = HostCosts()
 
     def fit_for(self, link: str, direction: Direction) -> DirectionFit | None:
         for d in self.directions:
@@ -123,7 +130,7 @@ class LinkModelFile(_Model):
                 update[d] = ShapeOverride(**fields)
             links.append(link.model_copy(update=update))
         unknown = {d.link for d in self.directions} - {lk.link_name for lk in net.links}
-        if unknown:
+        if unknown and net.links:  # a scenario without a WAN takes only the host costs
             raise UserError(f"link model names links the scenario lacks: {sorted(unknown)}")
         return net.model_copy(update={"links": links})
 
@@ -143,7 +150,12 @@ class LinkModelSource:
     def recorded(self) -> dict[str, object]:
         """What a run's manifest records of it (under ``replay.link_model.calibration``)."""
         fits = [d.model_dump(exclude={"transfers"}) for d in self.model.directions]
-        return {"file": str(self.path), "measured": self.model.measured.model_dump(), "fits": fits}
+        return {
+            "file": str(self.path),
+            "measured": self.model.measured.model_dump(),
+            "fits": fits,
+            "host": self.model.host.model_dump(),
+        }
 
 
 def load_link_model(path: Path) -> LinkModelSource:

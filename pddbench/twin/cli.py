@@ -84,3 +84,52 @@ def calibrate(
             f" Mbit/s from {d.rate_source} (configured {d.configured_rate_mbit})"
         )
     click.echo(f"wrote {path}")
+
+
+@twin.command(name="fit-host")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@path_option("--trace", help="The trace the emulated run replayed.", required=True)
+@path_option(
+    "--link-model",
+    help="The link-model file (pddbench twin calibrate) to write the host costs into; a new "
+    "file holding only them (no fitted links) when it does not exist.",
+    dir_okay=False,
+    required=True,
+)
+@click.option("--scenario", default=None, help="The run's scenario (default: its manifest's).")
+@click.option("--rounds", default=3, show_default=True, help="Twin re-runs of the fit.")
+def fit_host(
+    run_dir: Path, trace: Path, link_model: Path, scenario: str | None, rounds: int
+) -> None:
+    """Fit the emulated deployment's host costs per hop (the Python servers' own work on
+    this host: parsing, hashing, HTTP chunks, landing KV) from RUN_DIR, an emulated
+    'pddbench replay' run, against the twin replaying the same plan; written into the
+    link-model file, whose host costs --backend virtual --link-model FILE then adds."""
+    from pddbench.harness.config.preflight import load_trace
+    from pddbench.harness.config.scenario import load_scenario
+    from pddbench.twin.calibrate import load_link_model
+    from pddbench.twin.host import HOPS
+    from pddbench.twin.host_fit import fit_run, host_only_file
+
+    sc = load_scenario(scenario) if scenario else None
+    if link_model.exists():
+        model = load_link_model(link_model).model
+    else:
+        model = host_only_file(run_dir, sc)
+    rounds_done = fit_run(run_dir, load_trace(trace), scenario=sc, link_model=model, rounds=rounds)
+    head = "".join(f" {'round ' + str(i):>16}" for i in range(len(rounds_done)))
+    click.echo(f"{'hop':14} {'part':13}{head}")
+    for j, hop in enumerate(HOPS):
+        cells = "".join(
+            f" {r.costs.model_dump()[hop] * 1e3:7.2f}{r.residuals[j].median_s * 1e3:+8.2f}"
+            for r in rounds_done
+        )
+        click.echo(f"{hop:14} {HOPS[hop]:13}{cells}")
+    click.echo("(each round: the cost the twin ran with, ms, and the median residual left, ms)")
+    fitted = rounds_done[-1].costs
+    link_model.parent.mkdir(parents=True, exist_ok=True)
+    model.model_copy(update={"host": fitted}).save(link_model)
+    click.echo(
+        f"host costs {fitted.total_s * 1e3:.1f} ms per request over {fitted.requests} paired "
+        f"requests; wrote {link_model}"
+    )

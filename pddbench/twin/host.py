@@ -27,7 +27,8 @@ HOPS: dict[str, str] = {
     "request_in_s": "to_router",  # client -> router: the body's bytes and parse
     "route_s": "router_queue",  # the router's work before it routes (hashes, posts)
     "open_s": "p_queue",  # an instance reading the request the router forwards
-    "landing_s": "kv_landing",  # a decoder taking landed KV (in-DC transfers only)
+    "send_s": "kv_transfer",  # P's sender putting a finished prefill's last KV on the wire
+    "landing_s": "kv_landing",  # a decoder taking landed KV
     "message_s": "first_decode",  # an instance's event or tokens, read by the router
     "to_client_s": "to_client",  # router -> client: the first chunk
 }
@@ -41,6 +42,7 @@ class HostCosts(BaseModel):
     request_in_s: float = Field(0.0, ge=0.0)
     route_s: float = Field(0.0, ge=0.0)
     open_s: float = Field(0.0, ge=0.0)
+    send_s: float = Field(0.0, ge=0.0)
     landing_s: float = Field(0.0, ge=0.0)
     message_s: float = Field(0.0, ge=0.0)
     to_client_s: float = Field(0.0, ge=0.0)
@@ -66,15 +68,16 @@ class HopFit:
 
 def hop_excess(emulated: pd.DataFrame, virtual: pd.DataFrame) -> list[HopFit]:
     """Per hop, the emulated part's excess over the twin's on the requests both answered
-    (paired by request id). A decoder's landing counts only in-DC transfers: over the WAN
-    it is the link's, which the link model's fitted rate prices."""
+    (paired by request id). A KV transfer's sending and landing count only in-DC
+    transfers: over the WAN they are the link's, which the link model's fitted rate
+    prices."""
     e = emulated[emulated.status == "ok"].set_index("request_id")
     v = virtual[virtual.status == "ok"].set_index("request_id")
     both = e.merge(v, how="inner", left_index=True, right_index=True, suffixes=("", "_v"))
     out = []
     for hop, part in HOPS.items():
         rows = both
-        if hop == "landing_s" and "kv_path" in both:
+        if hop in ("send_s", "landing_s") and "kv_path" in both:
             rows = both[both.kv_path == "intra"]
         d = (rows[f"ttft_{part}_s"] - rows[f"ttft_{part}_s_v"]).to_numpy(dtype=float)
         d = d[np.isfinite(d)]
@@ -96,6 +99,6 @@ def fit_host_costs(
     event is back — so a fit is repeated with the twin re-run on the last one until the
     residuals vanish); a hop never costs less than nothing."""
     fits = hop_excess(emulated, virtual)
-    pairs = min((f.pairs for f in fits if f.hop != "landing_s"), default=0)
+    pairs = min((f.pairs for f in fits if f.hop not in ("send_s", "landing_s")), default=0)
     values = {f.hop: max(0.0, getattr(start, f.hop) + f.median_s) for f in fits}
     return HostCosts(**values, requests=pairs, source=source)

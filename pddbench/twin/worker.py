@@ -101,8 +101,9 @@ class Sender:
             fab.sim.at(self.arrival, self._landed)
 
     def _landed(self) -> None:
-        landing = self.w.fab.host.landing_s  # the receiver takes the KV into its pages
-        self.off_wire = self.arrival
+        host = self.w.fab.host  # the sender's last write, then the receiver's pages
+        self.off_wire = self.arrival + host.send_s
+        landing = host.send_s + host.landing_s
         if landing > 0 and not self.cancelled:
             self.arrival += landing
             self.w.fab.sim.at(self.arrival, self._land)

@@ -52,12 +52,15 @@ def test_twin_adds_each_hop_where_it_happens() -> None:
     sc = load_scenario("same-dc-pd").model_copy(update={"emulation_scale": 1.0})
     dep, net = sc.deployment_config, sc.network_config()
     [bare] = run_twin(dep, net, plan(1, 1), hashes_for(dep.block_size))
-    host = HostCosts(request_in_s=0.001, route_s=0.002, to_client_s=0.004, landing_s=0.008)
+    host = HostCosts(
+        request_in_s=0.001, route_s=0.002, to_client_s=0.004, landing_s=0.008, send_s=0.016
+    )
     [hosted] = run_twin(dep, net, plan(1, 1), hashes_for(dep.block_size), host=host)
     assert hosted.ttft_to_router_s == pytest.approx(bare.ttft_to_router_s + 0.001)
     assert hosted.ttft_kv_landing_s == pytest.approx(bare.ttft_kv_landing_s + 0.008)
     assert hosted.ttft_to_client_s == pytest.approx(bare.ttft_to_client_s + 0.004)
     # route_s delays routing; in PD the router routes once D's admission is back
     assert hosted.ttft_router_queue_s == pytest.approx(bare.ttft_router_queue_s + 0.002)
-    assert hosted.ttft_s == pytest.approx(bare.ttft_s + 0.015)
+    assert hosted.ttft_kv_transfer_s == pytest.approx(bare.ttft_kv_transfer_s + 0.016)
+    assert hosted.ttft_s == pytest.approx(bare.ttft_s + 0.031)
     assert hosted.tpot_s == pytest.approx(bare.tpot_s)

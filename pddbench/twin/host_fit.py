@@ -1,0 +1,111 @@
+"""Fits the emulated deployment's host costs: an emulated run against the twin of its plan.
+
+Owns :func:`fit_run`: reads an emulated replay's run folder (its manifest's replay options
+and scenario, its records), plans the same requests from the trace as the replay did,
+replays them through the twin (with a link-model file's links and host costs, when given)
+and fits :class:`~pddbench.twin.host.HostCosts` hop by hop, paired by request id
+(:func:`~pddbench.twin.host.fit_host_costs`); a hop's cost shows in later parts too, so
+the twin is re-run with each fit and the residuals added, round after round. Must not run
+an emulated replay or write the file (``pddbench twin fit-host`` does).
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from pddbench.errors import UserError
+from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.drive.replay import prepare
+from pddbench.harness.rundir.manifest import RunManifest
+from pddbench.twin.backend import replay_records
+from pddbench.twin.calibrate import LinkModelFile, Measured
+from pddbench.twin.host import NONE, HopFit, HostCosts, fit_host_costs, hop_excess
+from pddbench.workloads.traceio import Trace
+
+
+def host_only_file(run_dir: Path, scenario: Scenario | None = None) -> LinkModelFile:
+    """A link-model file with no fitted links (the scenario's configured ones stand), for
+    the host costs of a run whose scenario has no WAN to calibrate."""
+    manifest, _ = emulated_run(run_dir)
+    name = scenario.name if scenario is not None else manifest.scenario_name
+    measured = Measured(
+        at=datetime.now(UTC).isoformat(timespec="seconds"),
+        host=socket.gethostname(),
+        kernel=platform.release(),
+        scenario=name,
+        scale=_recorded_scale(manifest),
+    )
+    return LinkModelFile(measured=measured, directions=[])
+
+
+def _recorded_scale(manifest: RunManifest) -> float:
+    """The emulation scale the run recorded with its scenario (1 when it has none)."""
+    extra = (manifest.scenario.model_extra or {}) if manifest.scenario is not None else {}
+    scale = extra.get("emulation_scale")
+    return float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class FitRound:
+    """One round: the costs the twin ran with, and each hop's residual against them."""
+
+    costs: HostCosts
+    residuals: list[HopFit]
+
+
+def emulated_run(run_dir: Path) -> tuple[RunManifest, pd.DataFrame]:
+    """The run folder's manifest and records; a one-line error unless it is a finished
+    emulated replay with its options recorded."""
+    try:
+        manifest = RunManifest.load(run_dir)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{run_dir}: not a pddbench run folder ({exc})") from exc
+    replay = manifest.replay
+    if replay is None or replay.options is None:
+        raise UserError(f"{run_dir}: the manifest records no replay options to plan from")
+    if replay.backend == "virtual":
+        raise UserError(f"{run_dir} is a virtual run: fit host costs on an emulated one")
+    if manifest.emulation is not None and not manifest.emulation.emulated:
+        raise UserError(f"{run_dir} ran without WAN emulation (--no-emulation)")
+    records = run_dir / "requests.parquet"
+    if not records.exists():
+        raise UserError(f"{run_dir} has no requests.parquet (pddbench finalize {run_dir})")
+    return manifest, pd.read_parquet(records)
+
+
+def fit_run(
+    run_dir: Path,
+    trace: Trace,
+    *,
+    scenario: Scenario | None = None,
+    link_model: LinkModelFile | None = None,
+    rounds: int = 3,
+) -> list[FitRound]:
+    """The rounds of the fit (the last one's ``costs`` are the fit; its residuals, what
+    is left); ``scenario``: the run's own built-in scenario unless given."""
+    manifest, emulated = emulated_run(run_dir)
+    assert manifest.replay is not None and manifest.replay.options is not None
+    options = manifest.replay.options
+    sc = scenario or load_scenario(manifest.scenario_name)
+    full = sc.model_copy(update={"emulation_scale": 1.0})
+    net = full.network_config() if full.network is not None else None
+    if net is not None and link_model is not None:
+        net = link_model.network(net)
+    plan = prepare(trace, options)
+    source = f"fitted on {run_dir.name} ({sc.name}, {len(emulated)} records)"
+    costs = link_model.host if link_model is not None else NONE
+    out: list[FitRound] = []
+    for _ in range(rounds):
+        records = replay_records(plan, options, full.deployment_config, net, host=costs)
+        virtual = pd.DataFrame([vars(r) for r in records])
+        out.append(FitRound(costs, hop_excess(emulated, virtual)))
+        costs = fit_host_costs(emulated, virtual, source, start=costs)
+    records = replay_records(plan, options, full.deployment_config, net, host=costs)
+    out.append(FitRound(costs, hop_excess(emulated, pd.DataFrame([vars(r) for r in records]))))
+    return out
