@@ -8,8 +8,12 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
   distribution, one draw per message, from a generator per direction seeded by the run's
   seed, so runs repeat);
 * **two traffic classes** — control (requests, events, tokens, handoff messages) never
-  queues behind bulk KV (the emulated WAN's priority qdisc); bulk KV is served first come,
-  first served on the direction's line (``busy_until``);
+  queues behind bulk KV (the emulated WAN's priority qdisc); bulk KV travels in
+  :class:`BulkFlow` s (one per transfer: a TCP connection's stream) that **share the
+  direction's line fairly** while they have bytes to send, as TCP flows through one
+  bottleneck do (processor sharing: each of ``n`` active flows drains at ``rate / n``; a
+  flow whose sender has nothing more yet leaves the share), so a transfer that starts while
+  others run slows them all rather than waiting behind them;
 * **slow start** on a cold connection (:func:`pddbench.netem.slowstart.cold_transfer`: the
   extra rounds a cold window costs over a warm one), unless the senders' connections are
   pre-warmed (the harness's default: a transfer engine keeps its peers warm);
@@ -38,6 +42,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pddbench.netem.slowstart import MSS, cold_transfer
@@ -189,17 +194,42 @@ class Usage:
         self.control[b] = self.control.get(b, 0.0) + nbytes
 
 
+DRAINED_BYTES = 1e-3  # a flow this close to empty has drained (float rounding)
+Schedule = Callable[..., None]
+
+
+class BulkFlow:
+    """One KV transfer's stream on one direction: bytes left to send, its activity spans
+    ([first byte on the wire, last byte off it] per stretch it had bytes), and what to call
+    when it has sent everything it was given (``drained(t)``)."""
+
+    __slots__ = ("direction", "drained", "left", "spans")
+
+    def __init__(self, direction: Direction, drained: Callable[[float], None]) -> None:
+        self.direction = direction
+        self.drained = drained
+        self.left = 0.0
+        self.spans: list[list[float]] = []
+
+    def arrival(self, t: float) -> float:
+        """When bytes off the line at ``t`` reach the receiver (one delay, jitter drawn)."""
+        return t + self.direction.delay_at(t)
+
+
 class Direction:
-    """One direction of one path: its queue of bulk bytes, its jitter draws and, on a WAN
-    direction with a schedule, its states over time."""
+    """One direction of one path: the bulk flows sharing its line, its jitter draws and,
+    on a WAN direction with a schedule, its states over time."""
 
     def __init__(
         self, params: PathParams, seed: str, timeline: list[tuple[float, PathParams, bool]]
     ) -> None:
         self.p = params
         self.rate = params.bulk_rate
-        self.busy_until = 0.0
         self.last_control = 0.0  # control rides TCP connections: delivered in order
+        self.active: list[BulkFlow] = []  # flows with bytes on the line, in joining order
+        self._t = 0.0  # the instant the flows' bytes left were counted at
+        self._gen = 0  # the armed drain event's generation
+        self.at: Schedule | None = None  # the twin's clock: at(t, fn, *args)
         self._rng = random.Random(seed)
         self.usage: Usage | None = None
         self.timed = len(timeline) > 1
@@ -245,22 +275,96 @@ class Direction:
         self.last_control = t
         return t
 
-    def bulk(self, now: float, nbytes: float, extra_s: float = 0.0) -> tuple[float, float]:
-        """Put ``nbytes`` of KV on the line at ``now``: (first byte on the wire, last byte
-        off it); ``extra_s``: slow start's extra rounds."""
-        start = max(now, self.busy_until)
-        t = start + extra_s
-        if self.timed:
-            end = self._carry(t, nbytes)
-        else:
-            end = t + nbytes / self.rate
-            if self.usage is not None:
-                self.usage.spread(t, end, nbytes)
-        self.busy_until = end
-        return start, end
+    # -- bulk: flows sharing the line ----------------------------------------------------
+    def put(self, flow: BulkFlow, now: float, nbytes: float) -> None:
+        """``nbytes`` more for ``flow`` to send from ``now`` on (it joins the share)."""
+        self._advance(now)
+        if flow.left <= 0:
+            self.active.append(flow)
+            flow.spans.append([now, now])
+        flow.left += nbytes
+        self._reschedule(now)
 
-    def _carry(self, t: float, nbytes: float) -> float:
-        """When ``nbytes`` put on the line at ``t`` are off it, each state at its rate."""
+    def drop(self, flow: BulkFlow, now: float) -> None:
+        """``flow``'s connection closed: its unsent bytes leave the line."""
+        self._advance(now)
+        if flow in self.active:
+            self.active.remove(flow)
+            flow.left = 0.0
+            flow.spans[-1][1] = now
+        self._reschedule(now)
+
+    def _advance(self, now: float) -> None:
+        """Drain the active flows, in equal shares, from the last instant to ``now``."""
+        t = self._t
+        if now <= t:
+            return
+        self._t = now
+        if not self.active:
+            return
+        carried = self._capacity(t, now)
+        if self.usage is not None and math.isfinite(carried):
+            self._count(t, now)
+        share = carried / len(self.active)
+        for f in self.active:
+            f.left -= share
+
+    def _reschedule(self, now: float) -> None:
+        """Arm the next instant a flow drains (one event per direction; older ones lapse)."""
+        self._gen += 1
+        if not self.active:
+            return
+        least = min(f.left for f in self.active)
+        when = self._time_for(now, max(0.0, least) * len(self.active))
+        if math.isfinite(when):
+            assert self.at is not None, "bulk flows need the twin's clock (Network.at)"
+            self.at(when, self._tick, self._gen, when)
+
+    def _tick(self, gen: int, when: float) -> None:
+        if gen != self._gen:
+            return
+        self._advance(when)
+        n = len(self.active)
+        # drained, or so nearly that no clock tick is left to carry it (an unshaped line)
+        done = [
+            f
+            for f in self.active
+            if f.left <= DRAINED_BYTES or self._time_for(when, f.left * n) <= when
+        ]
+        for f in done:
+            self.active.remove(f)
+            f.left = 0.0
+            f.spans[-1][1] = when
+        self._reschedule(when)
+        for f in done:
+            f.drained(when)
+
+    def _count(self, t0: float, t1: float) -> None:
+        """Usage: what the line carried over [t0, t1], state by state."""
+        assert self.usage is not None
+        if not self.timed:
+            self.usage.spread(t0, t1, self.rate * (t1 - t0))
+            return
+        i, t = self._state(t0), t0
+        while t < t1:
+            until = min(t1, self._times[i + 1] if i + 1 < len(self._times) else math.inf)
+            rate = self._params[i].bulk_rate if self._up[i] else 0.0
+            if rate > 0:
+                self.usage.spread(t, until, rate * (until - t))
+            i, t = i + 1, until
+
+    def _capacity(self, t0: float, t1: float) -> float:
+        """Bytes the bulk class carries over [t0, t1] (each state at its rate; 0 while down)."""
+        if not self.timed:
+            return self.rate * (t1 - t0)
+        return self.mean_line_bytes_per_s(t0, t1) * (t1 - t0)
+
+    def _time_for(self, t: float, nbytes: float) -> float:
+        """When the bulk class, carrying from ``t``, has carried ``nbytes`` (inf: never)."""
+        if nbytes <= 0:
+            return t
+        if not self.timed:
+            return t + nbytes / self.rate
         i = self._state(t)
         left = nbytes
         n = len(self._times)
@@ -270,12 +374,7 @@ class Direction:
             if rate > 0:
                 can = rate * (until - t)
                 if left <= can:
-                    end = t + left / rate
-                    if self.usage is not None:
-                        self.usage.spread(t, end, left)
-                    return end
-                if self.usage is not None:
-                    self.usage.spread(t, until, can)
+                    return t + left / rate
                 left -= can
             if until == math.inf:
                 return math.inf  # down for good: never delivered
@@ -317,6 +416,7 @@ class Network:
         self._used: set[tuple[str, str]] = set()  # connections that carried KV (warm)
         self.timelines = wan_timelines(net) if net is not None else {}
         self.usage_s: float | None = None
+        self.at: Schedule | None = None  # the twin's clock, for the bulk flows' drain events
 
     def track_usage(self, width_s: float) -> None:
         """Count the bytes each WAN direction carries per ``width_s`` from now on."""
@@ -366,6 +466,7 @@ class Network:
             if line is not None and self.net is not None:
                 timeline = [(s.t_s, wan_params(s, self.net.segment), s.up) for s in line]
             d = Direction(self.params(src, dst), f"{self.seed}:{key}", timeline)
+            d.at = self.at
             if line is not None and self.usage_s is not None:
                 d.usage = Usage(self.usage_s)
             self._dirs[key] = d
@@ -382,16 +483,25 @@ class Network:
     def control(self, now: float, src: InstanceConfig, dst: InstanceConfig) -> float:
         return self.direction(src, dst).control(now)
 
-    def bulk(
-        self, now: float, src: InstanceConfig, dst: InstanceConfig, nbytes: float
-    ) -> tuple[float, float, float]:
-        """KV bytes from ``src`` to ``dst``: (first byte on the wire, last byte off it, its
-        arrival at ``dst``)."""
-        d = self.direction(src, dst)
-        extra = 0.0
+    def flow(
+        self, src: InstanceConfig, dst: InstanceConfig, drained: Callable[[float], None]
+    ) -> BulkFlow:
+        """A new KV stream from ``src`` to ``dst`` (``drained(t)``: it has sent all it was
+        given, its last byte off the line at ``t``)."""
+        return BulkFlow(self.direction(src, dst), drained)
+
+    def put(
+        self, flow: BulkFlow, now: float, src: InstanceConfig, dst: InstanceConfig, nbytes: float
+    ) -> None:
+        """``nbytes`` of KV for ``flow`` from ``now`` (a cold connection's first bytes wait
+        out the extra rounds slow start costs, unless the connections are pre-warmed)."""
         conn = (src.id, dst.id)
         if not self.prewarmed and conn not in self._used:
-            extra = slow_start_extra_s(nbytes, d.p)
+            self._used.add(conn)
+            extra = slow_start_extra_s(nbytes, flow.direction.p)
+            if extra > 0:
+                assert self.at is not None
+                self.at(now + extra, flow.direction.put, flow, now + extra, nbytes)
+                return
         self._used.add(conn)
-        start, end = d.bulk(now, nbytes, extra)
-        return start, end, end + d.delay_at(end)
+        flow.direction.put(flow, now, nbytes)

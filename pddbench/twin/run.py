@@ -47,6 +47,7 @@ class Twin:
         self.dep = dep
         self.host = host  # the emulated deployment's host costs (none: the hardware's twin)
         self.net = Network(dep, net, seed, prewarmed=prewarmed)
+        self.net.at = self.sim.at  # the bulk flows' drain events run on the twin's clock
         self.router = dep.router
         self.core = RouterCore(dep)
         self.tally = Tally()

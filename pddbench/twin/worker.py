@@ -26,7 +26,7 @@ from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, se
 from pddbench.servers.metrics import Registry
 from pddbench.servers.radix import KvPool
 from pddbench.twin.host import HostCosts
-from pddbench.twin.links import CONTROL_BYTES, Network
+from pddbench.twin.links import CONTROL_BYTES, BulkFlow, Network
 from pddbench.twin.sim import Sim, SimTimers
 
 Spec = proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec
@@ -72,7 +72,8 @@ class Sender:
         self.avail = self.skip
         self.granted = False
         self.start = w.fab.sim.now
-        self.spans: list[tuple[float, float]] = []
+        self.flow: BulkFlow | None = None  # the KV stream (none for a fully cached prompt)
+        self.spans: list[list[float]] = []  # the flow's activity spans
         self.arrival = self.start
         self.off_wire = self.start  # the last byte's arrival (landing starts after it)
         self.cancelled = False
@@ -88,17 +89,33 @@ class Sender:
             return
         fab = self.w.fab
         now = fab.sim.now
+        done = self.avail >= self.prompt_len
         if self.tokens == 0:
             self.arrival = fab.net.control(now, self.w.inst, self.dst)
         else:
             nbytes = (self.avail - self.sent_to) * self.w.kvb
-            a, b, arrival = fab.net.bulk(now, self.w.inst, self.dst, nbytes)
-            self.spans.append((a, b))
-            self.arrival = arrival
+            if self.flow is None:
+                self.flow = fab.net.flow(self.w.inst, self.dst, self._drained)
+                self.spans = self.flow.spans
+            fab.net.put(self.flow, now, self.w.inst, self.dst, nbytes)
         self.sent_to = self.avail
-        if self.sent_to >= self.prompt_len:
+        if done:
             self.complete = True
-            fab.sim.at(self.arrival, self._landed)
+            if self.tokens == 0:
+                fab.sim.at(self.arrival, self._landed)
+
+    def _drained(self, t: float) -> None:
+        """The flow sent all it was given: the transfer's end once the last chunk is in."""
+        if self.complete and not self.cancelled:
+            assert self.flow is not None
+            self.arrival = self.flow.arrival(t)
+            self.w.fab.sim.at(self.arrival, self._landed)
+
+    def cancel(self) -> None:
+        """The request was dropped here: its connection stops sending."""
+        self.cancelled = True
+        if self.flow is not None:
+            self.flow.direction.drop(self.flow, self.w.fab.sim.now)
 
     def _landed(self) -> None:
         host = self.w.fab.host  # the sender's last write, then the receiver's pages
@@ -246,7 +263,7 @@ class TwinWorker:
                     fab.sim.after(fab.dep.request_timeout_s, self.core.jobs.pop, job.rid, None)
             elif e.do is Do.ABORTED:
                 for s in self.senders.pop(job.rid, []):
-                    s.cancelled = True
+                    s.cancel()
                 self.acks.pop(job.rid, None)
 
     def _to_router(self, rid: str, item: Any) -> None:
@@ -314,10 +331,17 @@ class TwinWorker:
         t_send = fab.sim.now + copy_s
         head = CONTROL_BYTES + 8 * ids
         arrive = fab.net.control(t_send, self.inst, md_inst)
-        if kv:
-            arrive = max(arrive, fab.net.bulk(t_send, self.inst, md_inst, kv)[2])
         msg = Handoff(job, batch, t_send, head, kv, copy_s)
-        fab.sim.at(arrive, fab.worker(md_inst.id).handoff_in, self.inst, msg)
+        md = fab.worker(md_inst.id)
+        if not kv:
+            fab.sim.at(arrive, md.handoff_in, self.inst, msg)
+            return
+
+        def drained(t: float) -> None:  # the message goes once its KV is there too
+            fab.sim.at(max(arrive, flow.arrival(t)), md.handoff_in, self.inst, msg)
+
+        flow = fab.net.flow(self.inst, md_inst, drained)
+        fab.sim.at(t_send, fab.net.put, flow, t_send, self.inst, md_inst, kv)
 
     def handoff_in(self, rld_inst: InstanceConfig, msg: Handoff) -> None:
         """MD: a handoff batch arrived from RLD."""

@@ -18,6 +18,7 @@ from pddbench.netem.topology_config import (
 )
 from pddbench.servers.config import DeploymentConfig
 from pddbench.twin.links import Network, wan_timelines
+from pddbench.twin.sim import Sim
 
 MB = 1e6
 
@@ -31,10 +32,30 @@ def pdd(schedule: WanSchedule) -> tuple[DeploymentConfig, NetworkConfig]:
     return sc.deployment_config, net
 
 
-def ends(dep: DeploymentConfig, net: NetworkConfig, t: float, nbytes: float) -> float:
+def network_on(dep: DeploymentConfig, net: NetworkConfig) -> tuple[Network, Sim]:
     network = Network(dep, net, 0, prewarmed=True)
-    _, end, _ = network.bulk(t, dep.instance("p0"), dep.instance("md0"), nbytes)
-    return end
+    sim = Sim()
+    network.at = sim.at
+    return network, sim
+
+
+def transfer(
+    network: Network, sim: Sim, t: float, nbytes: float, src: str = "p0", dst: str = "md0"
+) -> list[float]:
+    """Puts ``nbytes`` on ``src`` -> ``dst`` at ``t``; the list gets the drain time."""
+    dep = network.dep
+    a, b = dep.instance(src), dep.instance(dst)
+    out: list[float] = []
+    flow = network.flow(a, b, out.append)
+    sim.at(t, network.put, flow, t, a, b, nbytes)
+    return out
+
+
+def ends(dep: DeploymentConfig, net: NetworkConfig, t: float, nbytes: float) -> float:
+    network, sim = network_on(dep, net)
+    end = transfer(network, sim, t, nbytes)
+    sim.run()
+    return end[0]
 
 
 def test_a_scheduled_rate_drop_lengthens_a_transfer_exactly_as_the_schedule_says() -> None:
@@ -45,9 +66,10 @@ def test_a_scheduled_rate_drop_lengthens_a_transfer_exactly_as_the_schedule_says
     assert ends(dep, net, 0.5, 200 * MB) == pytest.approx(3.5, rel=1e-12)
     assert ends(*pdd(WanSchedule()), 0.5, 200 * MB) == pytest.approx(2.5, rel=1e-12)
     # the other direction is not swung
-    network = Network(dep, net, 0, prewarmed=True)
-    _, back, _ = network.bulk(0.5, dep.instance("md0"), dep.instance("p0"), 200 * MB)
-    assert back == pytest.approx(2.5, rel=1e-12)
+    network, sim = network_on(dep, net)
+    back = transfer(network, sim, 0.5, 200 * MB, "md0", "p0")
+    sim.run()
+    assert back[0] == pytest.approx(2.5, rel=1e-12)
 
 
 def test_the_timeline_is_the_emulated_schedule_expanded_and_stepped() -> None:
@@ -93,11 +115,47 @@ def test_cross_traffic_takes_its_pacing_or_a_fair_share_from_the_bulk_class() ->
 def test_usage_counts_every_bulk_byte_in_the_interval_it_crossed_the_line() -> None:
     swing = RateSwing(link="wan", direction="a_to_b", start_s=1.0, duration_s=2.0, fraction=0.5)
     dep, net = pdd(WanSchedule(swings=[swing]))
-    network = Network(dep, net, 0, prewarmed=True)
+    network, sim = network_on(dep, net)
     network.track_usage(1.0)
-    network.bulk(0.5, dep.instance("p0"), dep.instance("md0"), 200 * MB)
+    transfer(network, sim, 0.5, 200 * MB)
+    sim.run()
     d = network.wan_direction("wan", "a_to_b")
     assert d is not None and d.usage is not None
     got = {k: round(v / MB, 6) for k, v in sorted(d.usage.bulk.items())}
     assert got == {0: 50, 1: 50, 2: 50, 3: 50}
     assert d.mean_line_bytes_per_s(0.0, 2.0) == pytest.approx(75 * MB)
+
+
+def test_concurrent_transfers_share_the_line_fairly() -> None:
+    """Processor sharing, as TCP flows through one bottleneck: 100 MB alone takes 1 s at
+    100 MB/s; a second 100 MB transfer that starts at 0.5 s halves both rates, so the first
+    ends at 1.5 s (50 MB left at 50 MB/s) and the second at 2.0 s (the line never idles)."""
+    dep, net = pdd(WanSchedule())
+    network, sim = network_on(dep, net)
+    first = transfer(network, sim, 0.0, 100 * MB)
+    second = transfer(network, sim, 0.5, 100 * MB)
+    other_way = transfer(network, sim, 0.5, 100 * MB, "md0", "p0")  # its own line
+    sim.run()
+    assert first[0] == pytest.approx(1.5, rel=1e-12)
+    assert second[0] == pytest.approx(2.0, rel=1e-12)
+    assert other_way[0] == pytest.approx(1.5, rel=1e-12)
+
+
+def test_a_flow_fed_in_chunks_leaves_the_share_while_it_waits_for_its_next_chunk() -> None:
+    """P's sender puts each prefill chunk's KV on the line as it is computed: between chunks
+    its flow has nothing to send and takes no share."""
+    dep, net = pdd(WanSchedule())
+    network, sim = network_on(dep, net)
+    p, md = dep.instance("p0"), dep.instance("md0")
+    drains: list[float] = []
+    chunked = network.flow(p, md, drains.append)
+    sim.at(0.0, network.put, chunked, 0.0, p, md, 10 * MB)  # drains at 0.1 s
+    sim.at(1.0, network.put, chunked, 1.0, p, md, 10 * MB)  # again at 1.1 s
+    other = transfer(network, sim, 0.05, 100 * MB)
+    sim.run()
+    # [0, 0.05] the chunk alone (5 MB); [0.05, 0.15] two flows at 50 MB/s: the chunk's last
+    # 5 MB end at 0.15 s; the other alone from then (95 MB left) carries 85 MB by 1.0 s;
+    # from 1.0 s both have 10 MB at 50 MB/s: both end at 1.2 s
+    assert drains[0] == pytest.approx(0.15, rel=1e-9)
+    assert drains[1] == pytest.approx(1.2, rel=1e-9)
+    assert other[0] == pytest.approx(1.2, rel=1e-9)
