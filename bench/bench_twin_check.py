@@ -6,12 +6,16 @@ until 400 requests are offered) with ``--backend emulated`` (root) and ``--backe
 virtual`` into ``--out``, then prints the figures issue 27's bars compare
 (:mod:`pddbench.twin.check`: TTFT P50/P90/P99, TPOT P50/P99, E2E P99, SLA attainment, RLD
 share, relayed requests, WAN bytes, MD/D hit rate, the TTFT parts' means) with each
-figure's tolerance and verdict. ``--reuse`` keeps point folders already in ``--out``;
-``--emulated DIR --virtual DIR`` compares two existing capacity folders (or point folders)
-instead. Figures only; no pass/fail exit status.
+figure's tolerance and verdict. With ``--link-model FILE`` (``pddbench twin calibrate``,
+then ``pddbench twin fit-host``) the twin judged is the calibrated one, and the twin of the
+hardware (the scenario's configured links, no host costs) is shown beside it.
+``--reuse`` keeps point folders already in ``--out``; ``--emulated DIR --virtual DIR
+[--uncalibrated DIR]`` compares existing capacity (or point) folders instead. Figures
+only; no pass/fail exit status.
 
     sudo .venv/bin/python bench/bench_twin_check.py --trace jan-feb.parquet \
-        --scenario same-dc-pd --scenario cross-dc-pd --scenario pdd --out twin-check
+        --scenario same-dc-pd --scenario cross-dc-pd --scenario pdd \
+        --link-model twin-check/link-model.json --out twin-check
 """
 
 from __future__ import annotations
@@ -24,24 +28,30 @@ from pathlib import Path
 from pddbench.twin.check import PointRun, compare, load_point, point_folders, render
 
 
-def run_point(trace: Path, scenario: str, backend: str, start: float, out: Path) -> None:
+def run_point(
+    trace: Path, scenario: str, backend: str, start: float, out: Path, link_model: Path | None
+) -> None:
     cmd = [
         sys.executable, "-m", "pddbench", "capacity", "--trace", str(trace),
         "--scenario", scenario, "--points", "1", "--bisect", "0", "--descend", "0",
         "--start", f"{start:g}", "--backend", backend, "--out", str(out),
     ]  # fmt: skip
+    if link_model is not None:
+        cmd += ["--link-model", str(link_model)]
     print(f"# {' '.join(cmd[2:])}", flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     print(f"#   rc {done.returncode}: {last or done.stderr.strip()[-300:]}", flush=True)
 
 
-def by_point(root: Path) -> dict[tuple[int, float], PointRun]:
+def by_point(root: Path | None) -> dict[tuple[int, float], PointRun]:
+    if root is None:
+        return {}
     return {(p.index, round(p.trace_start_s, 3)): p for p in map(load_point, point_folders(root))}
 
 
-def pairs(emulated: Path, virtual: Path) -> None:
-    epoints, vpoints = by_point(emulated), by_point(virtual)
+def pairs(emulated: Path, virtual: Path, uncalibrated: Path | None = None) -> None:
+    epoints, vpoints, upoints = by_point(emulated), by_point(virtual), by_point(uncalibrated)
     for key in sorted(epoints.keys() & vpoints.keys()):
         e, v = epoints[key], vpoints[key]
         print(
@@ -49,7 +59,7 @@ def pairs(emulated: Path, virtual: Path) -> None:
             f"{e.trace_start_s / 3600:.2f} h): {len(e.records)} emulated / "
             f"{len(v.records)} virtual requests in the measured window"
         )
-        print(render(compare(e, v)))
+        print(render(compare(e, v, upoints.get(key))))
     for key in sorted(epoints.keys() ^ vpoints.keys()):
         print(f"\npoint {key}: only in one backend's folder; not compared")
 
@@ -60,21 +70,28 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", default=[])
     ap.add_argument("--start", type=float, default=4.0, help="the ladder's --start (x4: rung 1)")
     ap.add_argument("--out", type=Path, default=Path("twin-check"))
+    ap.add_argument("--link-model", type=Path, help="the twin's calibration (links, host costs)")
     ap.add_argument("--reuse", action="store_true", help="keep points already in --out")
     ap.add_argument("--emulated", type=Path, help="an emulated capacity folder to compare")
     ap.add_argument("--virtual", type=Path, help="... with this virtual one")
+    ap.add_argument("--uncalibrated", type=Path, help="... and this uncalibrated virtual one")
     args = ap.parse_args()
     if args.emulated is not None and args.virtual is not None:
-        pairs(args.emulated, args.virtual)
+        pairs(args.emulated, args.virtual, args.uncalibrated)
         return 0
     if args.trace is None or not args.scenario:
         ap.error("give --trace and --scenario (or --emulated DIR --virtual DIR)")
     for s in args.scenario:
-        folders = {b: args.out / f"{b}-{s}-x{args.start:g}" for b in ("emulated", "virtual")}
-        for backend, folder in folders.items():
+        tag = f"{s}-x{args.start:g}"
+        runs = {"emulated": (args.out / f"emulated-{tag}", "emulated", None)}
+        runs["virtual"] = (args.out / f"virtual-{tag}", "virtual", args.link_model)
+        if args.link_model is not None:
+            runs["uncalibrated"] = (args.out / f"uncalibrated-{tag}", "virtual", None)
+        for folder, backend, model in runs.values():
             if not (args.reuse and point_folders(folder)):
-                run_point(args.trace, s, backend, args.start, folder)
-        pairs(folders["emulated"], folders["virtual"])
+                run_point(args.trace, s, backend, args.start, folder, model)
+        uncal = runs["uncalibrated"][0] if "uncalibrated" in runs else None
+        pairs(runs["emulated"][0], runs["virtual"][0], uncal)
     return 0
 
 

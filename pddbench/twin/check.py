@@ -163,6 +163,7 @@ class CheckRow:
     emulated: float
     virtual: float
     tolerance: Tolerance | None
+    uncalibrated: float | None = None  # the twin of the hardware (no fitted links or hosts)
 
     @property
     def ratio(self) -> float:
@@ -177,20 +178,28 @@ class CheckRow:
         return self.tolerance.within(self.emulated, self.virtual)
 
 
-def compare(emulated: PointRun, virtual: PointRun) -> list[CheckRow]:
-    """The two points' figures side by side (the same window of the same trace)."""
+def compare(
+    emulated: PointRun, virtual: PointRun, uncalibrated: PointRun | None = None
+) -> list[CheckRow]:
+    """The points' figures side by side (the same window of the same trace): the emulated
+    run, the twin it is judged against, and (optionally) the twin without calibration."""
     e, v = figures(emulated), figures(virtual)
-    return [CheckRow(k, e[k], v[k], TOLERANCES.get(k)) for k in e]
+    u = figures(uncalibrated) if uncalibrated is not None else {}
+    return [CheckRow(k, e[k], v[k], TOLERANCES.get(k), u.get(k)) for k in e]
 
 
 def render(rows: list[CheckRow]) -> str:
-    """A fixed-width table: figure, emulated, virtual, v/e, tolerance, verdict."""
-    lines = [f"{'figure':24} {'emulated':>11} {'virtual':>11} {'v/e':>6}  {'bar':>8}  "]
+    """A fixed-width table: figure, emulated, virtual, v/e, tolerance, verdict (and the
+    uncalibrated twin's figure, when there is one)."""
+    extra = any(r.uncalibrated is not None for r in rows)
+    head = f"{'figure':24} {'emulated':>11} {'virtual':>11} {'v/e':>6}  {'bar':>8}  {'':7}"
+    lines = [head + (f" {'uncalibrated':>12}" if extra else "")]
     for r in rows:
         bar = r.tolerance.describe() if r.tolerance is not None else ""
         mark = {True: "ok", False: "OUTSIDE", None: ""}[r.within]
         ratio = f"{r.ratio:6.2f}" if not math.isnan(r.ratio) else "     -"
-        lines.append(
-            f"{r.figure:24} {r.emulated:11.4g} {r.virtual:11.4g} {ratio}  {bar:>8}  {mark}"
-        )
+        line = f"{r.figure:24} {r.emulated:11.4g} {r.virtual:11.4g} {ratio}  {bar:>8}  {mark:7}"
+        if extra:
+            line += f" {r.uncalibrated:12.4g}" if r.uncalibrated is not None else ""
+        lines.append(line.rstrip())
     return "\n".join(lines)
