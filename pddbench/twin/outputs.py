@@ -93,8 +93,8 @@ class TwinOutputs:
             samples = [Sample(n, tuple(sorted(lab)), v) for n, lab, v in r.collect()]
             self.rows.extend(rows_from_samples(samples, wid, sim.now))
         self.scrapes += 1
-        heap = sim._heap  # Sim has no public "next event" (sim.py is the hot path's)
-        if heap and heap[0][0] < math.inf:  # something left to happen: scrape again
+        nxt = sim.next_time()
+        if nxt is not None and nxt < math.inf:  # something left to happen: scrape again
             sim.at(sim.now + self.interval_s, self._scrape)
 
     # -- the files ------------------------------------------------------------------------

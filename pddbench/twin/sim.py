@@ -24,6 +24,10 @@ class Sim:
         self._n += 1
         heapq.heappush(self._heap, (max(t, self.now), self._n, fn, args))
 
+    def next_time(self) -> float | None:
+        """When the next callback is due (None: nothing is scheduled)."""
+        return self._heap[0][0] if self._heap else None
+
     def after(self, dt: float, fn: Callable[..., None], *args: Any) -> None:
         self.at(self.now + dt, fn, *args)
 
