@@ -37,7 +37,7 @@ from enum import StrEnum
 
 from pddbench.servers.compute import Machine, StepShape, step_cost
 from pddbench.servers.radix import KvPool, Node
-from pddbench.servers.speculative import OFF, Speculation, step_tokens
+from pddbench.servers.speculative import OFF, Speculation, draw_key, step_tokens
 from pddbench.servers.tokens import TokenStream
 
 
@@ -78,6 +78,7 @@ class Seq:
     reserve_output: int = 0  # output tokens of KV to reserve at admission
     use_cache: bool = True
     seed: int = 0  # the run seed: with the rid, seeds the speculative-decoding draws
+    draw_key: int = 0  # ... as one key (speculative.draw_key), set at submit
     # state
     phase: Phase = Phase.QUEUED
     cached: int = 0
@@ -223,6 +224,8 @@ class Engine:
             ]
         seq.t_submit = now
         seq.phase = Phase.QUEUED
+        if self.cfg.speculation.enabled:
+            seq.draw_key = draw_key(seq.seed, seq.rid)
         self.seqs[seq.rid] = seq
         self._queue.append(seq)
         return self.admit(now)
@@ -409,7 +412,7 @@ class Engine:
                 continue
             # accepted drafts, never past the request's last output position
             n = min(
-                step_tokens(spec, seq.seed, seq.rid, seq.processed + 1),
+                step_tokens(spec, seq.draw_key, seq.processed + 1),
                 seq.max_tokens - 1 - seq.processed,
             )
             for _ in range(n):
