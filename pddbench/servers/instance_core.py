@@ -60,17 +60,20 @@ def seq_for(
     dep: DeploymentConfig,
     inst: InstanceConfig,
     spec: proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec,
+    stream: type[TokenStream] = TokenStream,
 ) -> Seq:
     """The engine sequence of a request on ``inst``: P computes the prompt and holds its KV
     for the transfers; C computes and decodes; a decoder waits for the KV, then decodes
-    (``main-auto``: holds it until it learns whether the request is relayed)."""
+    (``main-auto``: holds it until it learns whether the request is relayed). ``stream``:
+    the class of its output (a driver whose client never reads token ids may pass one that
+    does not compute them; EOS draws stay the same)."""
     vocab = dep.machine(inst).model.vocab_size
     if isinstance(spec, proto.PrefillSpec):
         return Seq(
             rid=spec.rid,
             prompt_len=spec.prompt_len,
             hashes=spec.hashes,
-            stream=TokenStream(spec.seed, spec.rid, vocab),
+            stream=stream(spec.seed, spec.rid, vocab),
             max_tokens=1,
             compute_prompt=True,
             decode_after_kv=False,
@@ -83,7 +86,7 @@ def seq_for(
         rid=spec.rid,
         prompt_len=spec.prompt_len,
         hashes=spec.hashes,
-        stream=TokenStream(spec.seed, spec.rid, vocab, dep.eos_probability),
+        stream=stream(spec.seed, spec.rid, vocab, dep.eos_probability),
         max_tokens=spec.max_tokens,
         min_tokens=spec.min_tokens,
         ignore_eos=spec.ignore_eos,

@@ -25,6 +25,7 @@ from pddbench.servers.handoff import Adopt, Batch, HandoffError
 from pddbench.servers.instance_core import Do, Effect, InstanceCore, JobCore, seq_for
 from pddbench.servers.metrics import Registry
 from pddbench.servers.radix import KvPool
+from pddbench.servers.tokens import TokenStream
 from pddbench.twin.links import CONTROL_BYTES, Network
 from pddbench.twin.sim import Sim, SimTimers
 
@@ -136,6 +137,16 @@ class Sender:
         w.run(w.core.emit(self.job, "kv_sent", **fields) + w.core.sender_done(self.job, end))
 
 
+class Unread(TokenStream):
+    """A request's output whose token ids nobody reads (the twin's client counts tokens and
+    checks no ids): every id is 0; EOS is drawn as the servers draw it."""
+
+    __slots__ = ()
+
+    def token(self, position: int) -> int:
+        return 0
+
+
 class TwinWorker:
     def __init__(self, fab: Fabric, inst: InstanceConfig) -> None:
         dep = fab.dep
@@ -163,7 +174,7 @@ class TwinWorker:
 
     # -- requests from the router ---------------------------------------------------------
     def open(self, spec: Spec) -> None:
-        job = JobCore(spec.rid, seq_for(self.fab.dep, self.inst, spec))
+        job = JobCore(spec.rid, seq_for(self.fab.dep, self.inst, spec, Unread))
         if self.core.accept(job) is not None:
             self.fab.deliver(self.inst.id, spec.rid, {"ev": "error", "message": "duplicate"})
             return
