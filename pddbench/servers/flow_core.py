@@ -22,7 +22,7 @@ read clocks (callers pass ``now``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -338,13 +338,23 @@ class FlowCore:
 
     def token(self, label: str, position: int, token: int, now: float) -> list[int]:
         """A token from stream ``label``: the tokens now ready for the client, in order."""
+        return self.tokens(label, [(position, token)], now)
+
+    def tokens(self, label: str, run: Sequence[tuple[int, int]], now: float) -> list[int]:
+        """``(position, token)`` s from stream ``label``, in its order (one step's): the
+        tokens now ready for the client, in order."""
         if label in self.ignored:
             return []
         try:
-            ready = self.seqr.offer(position, token, ORIGIN.get(label, label))
+            ready = self.seqr.offer_run(run, ORIGIN.get(label, label))
         except SeamError as exc:
+            self._released(exc.ready, now)  # what came before the duplicate still counts
             self.counters.seam_error()
             raise RequestFailed(f"{exc} in request {self.spec.rid}") from None
+        self._released(ready, now)
+        return [tok for _, tok, _ in ready]
+
+    def _released(self, ready: list[tuple[int, int, str]], now: float) -> None:
         if ready:
             st = self.story
             if st.first_token is None:
@@ -355,7 +365,6 @@ class FlowCore:
             for _, _, o in ready:
                 by[o] = by.get(o, 0) + 1
         self._check_complete(now)
-        return [tok for _, tok, _ in ready]
 
     def event(self, label: str, ev: dict[str, Any], now: float) -> list[Action]:
         """An event from stream ``label``; returns the streams to open or drop next."""

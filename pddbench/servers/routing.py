@@ -284,7 +284,12 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
 
 
 class SeamError(Exception):
-    """A token position arrived twice: a duplicate at a handoff seam."""
+    """A token position arrived twice: a duplicate at a handoff seam (``ready``: the tokens
+    of the same run that were released before it)."""
+
+    def __init__(self, message: str, ready: list[tuple[int, int, str]] | None = None) -> None:
+        super().__init__(message)
+        self.ready = ready or []
 
 
 class TokenSequencer:
@@ -297,19 +302,43 @@ class TokenSequencer:
 
     def offer(self, position: int, token: int, origin: str) -> list[tuple[int, int, str]]:
         """Accept one token; returns the tokens now ready, in order."""
-        if position < self.next_position or position in self._buffer:
-            raise SeamError(f"token position {position} arrived twice (second from {origin})")
-        if position != self.next_position:
-            self._buffer[position] = (token, origin)
-            return []
-        ready = [(position, token, origin)]
-        self.next_position += 1
-        while self.next_position in self._buffer:
-            t, o = self._buffer.pop(self.next_position)
-            ready.append((self.next_position, t, o))
-            self.next_position += 1
-        for _, _, o in ready:
-            self.by_origin[o] = self.by_origin.get(o, 0) + 1
+        return self.offer_run([(position, token)], origin)
+
+    def offer_run(
+        self, tokens: Sequence[tuple[int, int]], origin: str
+    ) -> list[tuple[int, int, str]]:
+        """Accept ``(position, token)`` s from one source, in order; returns the tokens now
+        ready, in order (a run that continues the stream, the usual case, in one go)."""
+        nxt = self.next_position
+        buf = self._buffer
+        by = self.by_origin
+        n = len(tokens)
+        if (
+            not buf
+            and n
+            and tokens[0][0] == nxt
+            and tokens[-1][0] == nxt + n - 1
+            and (n <= 2 or all(p == nxt + i for i, (p, _) in enumerate(tokens)))
+        ):
+            self.next_position = nxt + n
+            by[origin] = by.get(origin, 0) + n
+            return [(p, t, origin) for p, t in tokens]
+        ready: list[tuple[int, int, str]] = []
+        for position, token in tokens:
+            if position < self.next_position or position in buf:
+                why = f"token position {position} arrived twice (second from {origin})"
+                raise SeamError(why, ready)
+            if position != self.next_position:
+                buf[position] = (token, origin)
+                continue
+            t, o = token, origin
+            while True:
+                ready.append((self.next_position, t, o))
+                by[o] = by.get(o, 0) + 1
+                self.next_position += 1
+                if self.next_position not in buf:
+                    break
+                t, o = buf.pop(self.next_position)
         return ready
 
     @property

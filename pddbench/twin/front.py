@@ -108,18 +108,18 @@ class TwinFlow:
                 self.core.drain_event(label, item)
             self._maybe_close()
             return
-        self._guard(lambda: self._handle(label, item))
+        self._guard(self._handle, label, item)
 
     def _handle(self, label: str, item: Any) -> None:
         now = self.twin.sim.now
         if type(item) is list:  # the tokens of one step
-            ready = [t for pos, tok in item for t in self.core.token(label, pos, tok, now)]
+            ready = len(self.core.tokens(label, item, now))
             if ready:
                 t = self.twin.net.control(now, self.twin.router, self.twin.router)
                 if self.chunks and self.chunks[-1][0] == t:
-                    self.chunks[-1] = (t, self.chunks[-1][1] + len(ready))
+                    self.chunks[-1] = (t, self.chunks[-1][1] + ready)
                 else:
-                    self.chunks.append((t, len(ready)))
+                    self.chunks.append((t, ready))
         else:
             self._act(self.core.event(label, item, now))
         core = self.core
@@ -129,9 +129,9 @@ class TwinFlow:
             else:
                 self.twin.sim.after(STORY_GRACE_S, self._answer)
 
-    def _guard(self, fn: Callable[[], None]) -> None:
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
-            fn()
+            fn(*args)
         except RequestFailed as exc:
             self._failed(str(exc))
 

@@ -191,6 +191,23 @@ def test_sequencer_orders_and_reports_duplicates() -> None:
         s.offer(4, 14, "RLD")
 
 
+def test_sequencer_runs_release_as_their_tokens_one_by_one_would() -> None:
+    """A step's run of tokens (offer_run) gives what offering them one at a time gives."""
+    runs = [([(0, 10), (1, 11)], "RLD"), ([(4, 14), (5, 15)], "MD"), ([(2, 12)], "RLD")]
+    runs += [([(3, 13)], "MD"), ([(6, 16), (7, 17), (8, 18)], "MD")]
+    bulk, single = TokenSequencer(), TokenSequencer()
+    for run, origin in runs:
+        one = [r for pos, tok in run for r in single.offer(pos, tok, origin)]
+        assert bulk.offer_run(run, origin) == one
+    assert bulk.by_origin == single.by_origin == {"RLD": 3, "MD": 6}
+    assert bulk.next_position == 9 and not bulk.waiting
+    with pytest.raises(SeamError) as err:
+        bulk.offer_run([(9, 19), (9, 19)], "MD")  # a duplicate inside a run
+    assert err.value.ready == [(9, 19, "MD")]  # what came before it was released
+    with pytest.raises(SeamError):
+        bulk.offer_run([(11, 21), (12, 22), (11, 21)], "RLD")
+
+
 def test_link_estimator_is_not_fooled_by_a_slow_prefill() -> None:
     """A pipelined sender waits for each prefill chunk: the link is idle between chunks. A
     busy P spreads a transfer over seconds; counted as transfer time, that made a 10 Gbit/s
