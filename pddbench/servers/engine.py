@@ -454,7 +454,7 @@ class Engine:
         if not seq.use_cache:
             return
         full = seq.prompt_len // self.block_size
-        node, moved = self.pool.commit(seq.hashes[:full], seq.cached)
+        node, moved = self.pool.commit(seq.hashes[:full], seq.cached, seq.node)
         seq.private -= moved
         self.pool.tree.pin(node)
         if seq.node is not None:

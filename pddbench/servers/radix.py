@@ -90,9 +90,10 @@ class RadixTree:
         return len(marked)
 
     # -- updates -----------------------------------------------------------------------
-    def insert(self, hashes: Sequence[int]) -> tuple[Node, int]:
-        """Add the blocks of ``hashes`` that are missing; returns (deepest node, new blocks)."""
-        node = self.root
+    def insert(self, hashes: Sequence[int], start: Node | None = None) -> tuple[Node, int]:
+        """Add the blocks of ``hashes`` that are missing below ``start`` (a node of this
+        tree, default the root); returns (deepest node, new blocks)."""
+        node = self.root if start is None else start
         new = 0
         for h in hashes:
             nxt = node.children.get(h)
@@ -195,14 +196,21 @@ class KvPool:
             raise ValueError(f"release of {tokens} tokens but only {self.private_tokens} held")
         self.private_tokens -= tokens
 
-    def commit(self, hashes: Sequence[int], cached_tokens: int) -> tuple[Node, int]:
+    def commit(
+        self, hashes: Sequence[int], cached_tokens: int, matched: Node | None = None
+    ) -> tuple[Node, int]:
         """Move a prompt's KV into the tree: insert its full blocks and free the private copy
         of what they cover beyond the ``cached_tokens`` the request found already cached
         (blocks another request inserted meanwhile are deduplicated, freeing memory).
+        ``matched``: the node of those cached blocks, still in the tree (pinned), where the
+        walk may start.
 
         Returns (deepest node, private tokens the caller no longer holds).
         """
-        node, _new = self.tree.insert(hashes)
+        if matched is None:
+            node, _new = self.tree.insert(hashes)
+        else:
+            node, _new = self.tree.insert(hashes[cached_tokens // self.block_size :], matched)
         moved = max(0, len(hashes) * self.block_size - cached_tokens)
         self.private_tokens -= moved
         return node, moved

@@ -35,10 +35,11 @@ No sockets, no clocks (callers pass durations).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import repeat
 
 
 class Pipeline(StrEnum):
@@ -86,10 +87,16 @@ class AffinityIndex:
         return lo
 
     def insert(self, instance: str, hashes: Sequence[int]) -> None:
+        """Mark ``hashes`` most recently used, in their order (the last one the newest)."""
         cached = self._sets[instance]
-        for h in hashes:
-            cached[h] = None
-            cached.move_to_end(h)
+        fresh = dict.fromkeys(hashes)
+        if len(fresh) == len(hashes):  # no repeats (chained hashes never repeat): in C
+            deque(map(cached.pop, fresh, repeat(None)), maxlen=0)
+            cached.update(fresh)
+        else:  # a repeated hash ends where its last occurrence puts it
+            for h in hashes:
+                cached[h] = None
+                cached.move_to_end(h)
         cap = self._cap[instance]
         while len(cached) > cap:
             cached.popitem(last=False)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
+from pddbench.harness.analysis.ttft_parts import ClockJoin
 from pddbench.harness.drive.stream import StreamSummary
 from pddbench.harness.drive.stream_records import fail_record, finish_record, record_for
 from pddbench.harness.plan.player import DueRequest
@@ -198,11 +198,7 @@ class TwinFlow:
             server_timing=story,
             token_times_s=times,
         )
-        finish_record(rec, summary, lambda: now)
-        if rec.server_timing is not None and rec.first_token_s is not None:
-            parts = decompose(rec.server_timing, self.send_s, rec.first_token_s, VIRTUAL)
-            for name, value in parts.record_columns().items():
-                setattr(rec, name, value)
+        finish_record(rec, summary, lambda: now, VIRTUAL)
         if error is not None:
             fail_record(rec, lambda: now, ErrorClass.STREAM, error)
         return rec

@@ -80,6 +80,24 @@ def test_commit_deduplicates_blocks_inserted_meanwhile() -> None:
     assert pool.tree.blocks == 3 and pool.used_tokens == 30  # the copy was freed
 
 
+def test_commit_from_the_matched_node_is_a_commit_from_the_root() -> None:
+    """The engine commits a prompt from the node its admission matched (pinned): the same
+    tree, deepest node and freed private KV as walking from the root."""
+    pools = [KvPool(capacity_tokens=1000, block_size=10) for _ in range(2)]
+    results = []
+    for k, pool in enumerate(pools):
+        assert pool.reserve(20)
+        pool.commit([1, 2], 0)
+        m = pool.tree.match([1, 2, 3, 4])
+        pool.tree.pin(m.node)
+        assert pool.reserve(40)
+        node, moved = pool.commit([1, 2, 3, 4], m.blocks * 10, m.node if k else None)
+        results.append((node.key, node.parent.key if node.parent else None, moved))
+        assert pool.tree.match([1, 2, 3, 4]).node is node
+    assert results[0] == results[1] == (4, 3, 20)
+    assert pools[0].tree.blocks == pools[1].tree.blocks == 4
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), min_size=1, max_size=60))
 def test_accounting_invariants_under_random_use(ops: list[tuple[int, int]]) -> None:
