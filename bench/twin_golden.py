@@ -35,7 +35,7 @@ from pddbench.harness.rundir.records import RequestRecord, journal_line
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
 from pddbench.servers.routing import PipelinePolicy
-from pddbench.twin.prompts import server_hashes
+from pddbench.twin.prompts import table_hashes
 from pddbench.twin.run import run_twin
 from pddbench.workloads.synth import SynthOptions, synthesise
 from pddbench.workloads.synth_profile import load_profile
@@ -99,13 +99,7 @@ def plan_of(
             load_profile("jan-feb"), SynthOptions(days=case.days)
         ).table
     planned = plan_requests(table, Selection(speedup=case.speedup))  # type: ignore[arg-type]
-    lists = table.column("block_hashes").to_pylist()  # type: ignore[attr-defined]
-    sizes = table.column("block_size").to_pylist()  # type: ignore[attr-defined]
-
-    def hashes(r: PlannedRequest) -> list[int]:
-        return server_hashes(lists[r.row], sizes[r.row], block_size, r.input_length, r.row)
-
-    return planned, hashes
+    return planned, table_hashes(table, block_size)  # type: ignore[arg-type]
 
 
 def figures(recs: list[RequestRecord]) -> dict[str, float]:
