@@ -127,7 +127,7 @@ class PrefillDone:
     chunks: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per output token, and frozen costs ~6x to build
 class TokenOut:
     rid: str
     position: int
@@ -148,7 +148,7 @@ class ExtendDone:
 Event = Admitted | Refused | PrefillProgress | PrefillDone | TokenOut | ExtendDone
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     start: float
     duration: float
@@ -325,49 +325,55 @@ class Engine:
     # -- stepping -----------------------------------------------------------------------
     def plan(self, now: float) -> Step | None:
         """The next forward pass, or None when there is nothing to run."""
-        step = Step(start=now, duration=0.0)
+        cfg = self.cfg
+        prefill: list[tuple[Seq, int]] = []
+        extend: list[tuple[Seq, int]] = []
+        decode: list[Seq] = []
         shape_prefill: list[tuple[int, int]] = []
         shape_extend: list[tuple[int, int]] = []
         batch = 0
         ctx_sum = 0
-        extending = not self.cfg.mixed_extend and any(
-            s.phase is Phase.EXTEND for s in self._running.values()
-        )
-        draft = self.cfg.speculation.draft_tokens
-        for seq in self._running.values():
+        running = self._running.values()
+        extending = False
+        if not cfg.mixed_extend:
+            for s in running:
+                if s.phase is Phase.EXTEND:
+                    extending = True
+                    break
+        draft = cfg.speculation.draft_tokens
+        max_batch = cfg.max_batch
+        for seq in running:
             if seq.phase is Phase.EXTEND:
                 k = seq.pending_extend
-                step.extend.append((seq, k))
+                extend.append((seq, k))
                 shape_extend.append((k, seq.computed + seq.processed))
             elif extending:
                 continue  # an extend batch is a forward pass of its own; decode waits for it
-            elif batch < self.cfg.max_batch:
-                step.decode.append(seq)
+            elif batch < max_batch:
+                decode.append(seq)
                 batch += 1
                 if draft > 1:  # verify `draft` tokens: an extend on top of the context
                     shape_extend.append((draft, seq.computed + seq.processed))
                 else:
                     ctx_sum += seq.computed + seq.processed + 1
-        budget = self.cfg.chunk_tokens - batch * draft
+        budget = cfg.chunk_tokens - batch * draft
         for seq in self._prefill:
             if budget <= 0:
                 break
             n = min(budget, seq.prompt_len - seq.computed)
-            step.prefill.append((seq, n))
+            prefill.append((seq, n))
             shape_prefill.append((n, seq.computed))
             budget -= n
             if seq.t_prefill_start is None:
                 seq.t_prefill_start = now
-            if not self.cfg.prefill_packing:
+            if not cfg.prefill_packing:
                 break
-        if not (step.prefill or step.extend or step.decode):
+        if not (prefill or extend or decode):
             return None
         plain = batch if draft == 1 else 0
         shape = StepShape(tuple(shape_prefill), tuple(shape_extend), plain, ctx_sum)
         cost = step_cost(self.machine, shape)
-        step.duration = cost.seconds
-        step.bound = cost.bound
-        return step
+        return Step(now, cost.seconds, prefill, extend, decode, cost.bound)
 
     def complete(self, step: Step, now: float) -> list[Event]:
         """The step's modelled time has elapsed: advance its sequences."""
@@ -407,6 +413,8 @@ class Engine:
                 seq.phase = Phase.HOLD
                 self._running.pop(seq.rid, None)
         spec = self.cfg.speculation
+        emit = self._emit
+        decoded = 0
         for seq in step.decode:
             if seq.phase is not Phase.DECODE:
                 continue
@@ -417,10 +425,11 @@ class Engine:
             )
             for _ in range(n):
                 seq.processed += 1
-                self.stats.decode_tokens += 1
-                out.append(self._emit(seq, now))
+                decoded += 1
+                out.append(emit(seq, now))
                 if seq.phase is Phase.DONE:  # EOS among the accepted tokens
                     break
+        self.stats.decode_tokens += decoded
         return out
 
     # -- internals ----------------------------------------------------------------------

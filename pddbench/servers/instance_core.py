@@ -133,7 +133,7 @@ class Do(StrEnum):
     KICK = "kick"  # the engine has new work or freed memory
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per output token, and frozen costs ~6x to build
 class Effect:
     """One thing the core decided a driver must do now."""
 
