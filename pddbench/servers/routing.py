@@ -35,11 +35,10 @@ No sockets, no clocks (callers pass durations).
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import repeat
 
 
 class Pipeline(StrEnum):
@@ -65,16 +64,53 @@ class SelectionPolicy:
     balance_rel: float = 1.5  # ... and relative factor
 
 
+class _LruSet:
+    """Hashes in order of last use. ``order`` lists every touch, oldest first; ``ticks[h]``
+    is the absolute index in it (``base`` counts those dropped off its left end) of h's last
+    touch, so an earlier copy of h in ``order`` is stale. Touching a prompt's hashes is two
+    C-level bulk operations, not a linked-list move per hash."""
+
+    __slots__ = ("base", "order", "ticks")
+
+    def __init__(self) -> None:
+        self.ticks: dict[int, int] = {}
+        self.order: deque[int] = deque()
+        self.base = 0
+
+    def touch(self, hashes: Sequence[int], cap: int) -> None:
+        """Mark ``hashes`` most recently used, in their order (a repeat: where its last
+        occurrence puts it); then drop the least recently used beyond ``cap``."""
+        ticks, order = self.ticks, self.order
+        t0 = self.base + len(order)
+        order.extend(hashes)
+        ticks.update(zip(hashes, range(t0, t0 + len(hashes)), strict=True))
+        while len(ticks) > cap:
+            h = order.popleft()
+            if ticks.get(h) == self.base:
+                del ticks[h]
+            self.base += 1
+        if len(order) > 4 * len(ticks) + 4096:  # mostly stale copies: keep the live ones
+            live = [h for i, h in enumerate(order, self.base) if ticks.get(h) == i]
+            self.order = deque(live)
+            self.ticks = dict(zip(live, range(len(live)), strict=True))
+            self.base = 0
+
+    def clear(self) -> None:
+        self.ticks.clear()
+        self.order.clear()
+        self.base = 0
+
+
 class AffinityIndex:
     """Approximate per-instance prefix caches (LRU sets of chained block hashes)."""
 
     def __init__(self, capacity_blocks: Mapping[str, int]) -> None:
         self._cap = dict(capacity_blocks)
-        self._sets: dict[str, OrderedDict[int, None]] = {k: OrderedDict() for k in capacity_blocks}
+        self._sets: dict[str, _LruSet] = {k: _LruSet() for k in capacity_blocks}
 
     def match(self, instance: str, hashes: Sequence[int]) -> int:
         """Blocks of ``hashes`` believed cached on ``instance`` (binary search on the prefix)."""
-        cached = self._sets[instance]
+        cached = self._sets[instance].ticks
         if not hashes or hashes[0] not in cached:
             return 0
         lo, hi = 1, len(hashes)  # hashes[:lo] cached
@@ -88,18 +124,7 @@ class AffinityIndex:
 
     def insert(self, instance: str, hashes: Sequence[int]) -> None:
         """Mark ``hashes`` most recently used, in their order (the last one the newest)."""
-        cached = self._sets[instance]
-        fresh = dict.fromkeys(hashes)
-        if len(fresh) == len(hashes):  # no repeats (chained hashes never repeat): in C
-            deque(map(cached.pop, fresh, repeat(None)), maxlen=0)
-            cached.update(fresh)
-        else:  # a repeated hash ends where its last occurrence puts it
-            for h in hashes:
-                cached[h] = None
-                cached.move_to_end(h)
-        cap = self._cap[instance]
-        while len(cached) > cap:
-            cached.popitem(last=False)
+        self._sets[instance].touch(hashes, self._cap[instance])
 
     def forget(self, instance: str) -> None:
         self._sets[instance].clear()

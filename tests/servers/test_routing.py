@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import OrderedDict
+
 import pytest
 
 from pddbench.servers.routing import (
@@ -176,6 +179,28 @@ def test_choose_instance_prefers_cache_unless_too_busy() -> None:
     assert choose_instance(loads, None, 100, SelectionPolicy(cache_aware=False)) == "b"
     with pytest.raises(ValueError):
         choose_instance({}, None, 1, pol)
+
+
+def test_affinity_index_keeps_exactly_the_most_recently_used_hashes() -> None:
+    """The index's LRU (bulk touches, lazily dropped stale copies, compaction) evicts as a
+    move-to-end ordered dict does, repeats and forgetting included."""
+    for cap in (5, 200):
+        rng = random.Random(cap)
+        idx, ref = AffinityIndex({"a": cap}), OrderedDict[int, None]()
+        for i in range(3000):
+            hashes = [rng.randrange(3 * cap) for _ in range(rng.randrange(3 * cap // 2))]
+            idx.insert("a", hashes)
+            for h in hashes:
+                ref[h] = None
+                ref.move_to_end(h)
+            while len(ref) > cap:
+                ref.popitem(last=False)
+            for h in rng.sample(range(3 * cap), 5):
+                assert idx.match("a", [h]) == (h in ref)
+            if i % 997 == 996:
+                idx.forget("a")
+                ref.clear()
+        assert idx.match("a", list(ref)) == len(ref)
 
 
 def test_sequencer_orders_and_reports_duplicates() -> None:
