@@ -89,8 +89,8 @@ class _LruSet:
             if ticks.get(h) == self.base:
                 del ticks[h]
             self.base += 1
-        if len(order) > 4 * len(ticks) + 4096:  # mostly stale copies: keep the live ones
-            live = [h for i, h in enumerate(order, self.base) if ticks.get(h) == i]
+        if len(order) > 8 * len(ticks) + 4096:  # mostly stale copies: keep the live ones
+            live = sorted(ticks, key=ticks.__getitem__)  # (in C; ticks are distinct)
             self.order = deque(live)
             self.ticks = dict(zip(live, range(len(live)), strict=True))
             self.base = 0

@@ -184,18 +184,18 @@ def test_choose_instance_prefers_cache_unless_too_busy() -> None:
 def test_affinity_index_keeps_exactly_the_most_recently_used_hashes() -> None:
     """The index's LRU (bulk touches, lazily dropped stale copies, compaction) evicts as a
     move-to-end ordered dict does, repeats and forgetting included."""
-    for cap in (5, 200):
+    for cap, universe in ((5, 15), (200, 600), (1000, 100)):  # the last never evicts
         rng = random.Random(cap)
         idx, ref = AffinityIndex({"a": cap}), OrderedDict[int, None]()
         for i in range(3000):
-            hashes = [rng.randrange(3 * cap) for _ in range(rng.randrange(3 * cap // 2))]
+            hashes = [rng.randrange(universe) for _ in range(rng.randrange(universe // 2))]
             idx.insert("a", hashes)
             for h in hashes:
                 ref[h] = None
                 ref.move_to_end(h)
             while len(ref) > cap:
                 ref.popitem(last=False)
-            for h in rng.sample(range(3 * cap), 5):
+            for h in rng.sample(range(universe), 5):
                 assert idx.match("a", [h]) == (h in ref)
             if i % 997 == 996:
                 idx.forget("a")
