@@ -272,7 +272,7 @@ def price(
         t_comm = _div(comm * 2.0 * (n - 1) / n, m.link_bytes_per_s * hw.allreduce_efficiency)
         body = compute + t_comm
     else:
-        t_comm = _div(comm, r.link_rate)
+        t_comm = comm / r.link_rate if comm > 0 else 0.0  # _div (an inf rate gives 0)
         body = compute if compute > t_comm else t_comm
     latency = r.latency_prefill if t_prefill > 0 else r.latency_decode
     if body <= 0:

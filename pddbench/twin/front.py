@@ -174,14 +174,15 @@ class TwinFlow:
         now = self.twin.sim.now
         rec = record_for(self.due, self.twin.cached_theoretical)
         rec.actual_send_s = self.send_s  # the twin's client sends on time
-        times = [t for t, n in self.chunks for _ in range(n)]
+        times: list[float] = []
         itl: list[float] = []
         prev = None
         for t, n in self.chunks:  # a chunk's interval is split across the tokens it carries
+            times += [t] * n
             if prev is not None:
-                itl.extend([(t - prev) / n] * n)
+                itl += [(t - prev) / n] * n
             else:
-                itl.extend([0.0] * (n - 1))
+                itl += [0.0] * (n - 1)
             prev = t
         story = self.story.to_json()
         summary = StreamSummary(

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from orjson import JSONDecodeError as _DecodeError
 from orjson import loads as _loads
 
-from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
+from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose_story
 from pddbench.harness.drive.stream import StreamAccumulator, StreamSummary
 from pddbench.harness.plan.player import DueRequest, PlannedRequest
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
@@ -213,7 +213,7 @@ def finish_record(
         record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
         if send is not None and s.first_token_s is not None:
             here = ClockJoin.here(clock) if join is None else join
-            parts = decompose(record.server_timing, send, s.first_token_s, here)
+            parts = decompose_story(pdd, send, s.first_token_s, here)  # as its JSON would
             for name, value in parts.record_columns().items():
                 setattr(record, name, value)
 
