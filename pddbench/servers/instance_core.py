@@ -119,7 +119,7 @@ class JobCore:
 # -- effects -------------------------------------------------------------------------------
 class Do(StrEnum):
     EMIT = "emit"  # push event ``ev`` (``fields``) of the request to the router
-    TOKEN = "token"  # push output token ``token`` at position ``n``
+    TOKEN = "token"  # push output tokens ``tokens`` at positions ``n``, ``n + 1``, ...
     START_SENDERS = "start-senders"  # P: admitted; start its KV transfers (``n`` tokens there)
     FEED_SENDERS = "feed-senders"  # P: the KV of the first ``n`` prompt tokens exists
     SEND_HANDOFF = "send-handoff"  # RLD: send ``batch`` to MD
@@ -140,7 +140,7 @@ class Effect:
     do: Do
     job: JobCore | None = None
     n: int = 0
-    token: int = 0
+    tokens: list[int] | None = None  # TOKEN: a run (one request's, of one step)
     ev: str = ""
     fields: dict[str, Any] | None = None
     batch: Batch | None = None
@@ -148,6 +148,7 @@ class Effect:
 
 
 KICK = Effect(Do.KICK)
+_TOKEN = Do.TOKEN  # an enum member's attribute access costs ~65 ns in Python 3.11
 
 
 @dataclass
@@ -189,8 +190,18 @@ class InstanceCore:
             if job is None:
                 continue
             if isinstance(ev, TokenOut):
-                if not job.finished:
-                    out.append(Effect(Do.TOKEN, job, ev.position, ev.token))
+                if not job.finished:  # a step's tokens of one request: one run
+                    last = out[-1] if out else None
+                    if (
+                        last is not None
+                        and last.do is _TOKEN
+                        and last.job is job
+                        and last.tokens is not None
+                        and last.n + len(last.tokens) == ev.position
+                    ):
+                        last.tokens.append(ev.token)
+                    else:
+                        out.append(Effect(_TOKEN, job, ev.position, [ev.token]))
                 if ev.finish is not None:
                     if job.relay is not None and job.peer_address:
                         batch = job.relay.finish(ev.position + 1)

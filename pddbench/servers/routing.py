@@ -316,12 +316,15 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
 
 
 class SeamError(Exception):
-    """A token position arrived twice: a duplicate at a handoff seam (``ready``: the tokens
-    of the same run that were released before it)."""
+    """A token position arrived twice: a duplicate at a handoff seam (``ready``: the runs
+    of the same offer that were released before it)."""
 
-    def __init__(self, message: str, ready: list[tuple[int, int, str]] | None = None) -> None:
+    def __init__(self, message: str, ready: list[Run] | None = None) -> None:
         super().__init__(message)
         self.ready = ready or []
+
+
+Run = tuple[int, list[int], str]  # (first position, token ids, origin): consecutive tokens
 
 
 class TokenSequencer:
@@ -334,29 +337,22 @@ class TokenSequencer:
 
     def offer(self, position: int, token: int, origin: str) -> list[tuple[int, int, str]]:
         """Accept one token; returns the tokens now ready, in order."""
-        return self.offer_run([(position, token)], origin)
+        runs = self.offer_run(position, [token], origin)
+        return [(p + i, t, o) for p, ts, o in runs for i, t in enumerate(ts)]
 
-    def offer_run(
-        self, tokens: Sequence[tuple[int, int]], origin: str
-    ) -> list[tuple[int, int, str]]:
-        """Accept ``(position, token)`` s from one source, in order; returns the tokens now
-        ready, in order (a run that continues the stream, the usual case, in one go)."""
-        nxt = self.next_position
+    def offer_run(self, first: int, tokens: list[int], origin: str) -> list[Run]:
+        """Accept the tokens at positions ``first``, ``first + 1``, ... from one source
+        (one step's); returns the runs now ready, in order (a run that continues the
+        stream, the usual case, as it came: no work per token)."""
         buf = self._buffer
         by = self.by_origin
-        n = len(tokens)
-        if (
-            not buf
-            and n
-            and tokens[0][0] == nxt
-            and tokens[-1][0] == nxt + n - 1
-            and (n <= 2 or all(p == nxt + i for i, (p, _) in enumerate(tokens)))
-        ):
-            self.next_position = nxt + n
-            by[origin] = by.get(origin, 0) + n
-            return [(p, t, origin) for p, t in tokens]
-        ready: list[tuple[int, int, str]] = []
-        for position, token in tokens:
+        if not buf and first == self.next_position and tokens:
+            self.next_position = first + len(tokens)
+            by[origin] = by.get(origin, 0) + len(tokens)
+            return [(first, tokens, origin)]
+        ready: list[Run] = []
+        for i, token in enumerate(tokens):
+            position = first + i
             if position < self.next_position or position in buf:
                 why = f"token position {position} arrived twice (second from {origin})"
                 raise SeamError(why, ready)
@@ -365,7 +361,10 @@ class TokenSequencer:
                 continue
             t, o = token, origin
             while True:
-                ready.append((self.next_position, t, o))
+                if ready and ready[-1][2] == o:
+                    ready[-1][1].append(t)
+                else:
+                    ready.append((self.next_position, [t], o))
                 by[o] = by.get(o, 0) + 1
                 self.next_position += 1
                 if self.next_position not in buf:

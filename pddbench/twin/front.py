@@ -112,8 +112,8 @@ class TwinFlow:
 
     def _handle(self, label: str, item: Any) -> None:
         now = self.twin.sim.now
-        if type(item) is list:  # the tokens of one step
-            ready = len(self.core.tokens(label, item, now))
+        if type(item) is tuple:  # the tokens of one step: (first position, ids)
+            ready = len(self.core.tokens(label, item[0], item[1], now))
             if ready:
                 t = self.twin.net.control(now, self.twin.router, self.twin.router)
                 if self.chunks and self.chunks[-1][0] == t:

@@ -214,16 +214,11 @@ class TwinWorker:
     # -- effects --------------------------------------------------------------------------
     def run(self, effects: list[Effect]) -> None:
         fab = self.fab
-        tokens: list[tuple[int, int]] = []  # one message for a request's tokens of one step
-        for i, e in enumerate(effects):
+        for e in effects:
             job = e.job
             do = e.do
-            if do is _TOKEN and job is not None:
-                tokens.append((e.n, e.token))
-                nxt = effects[i + 1] if i + 1 < len(effects) else None
-                if nxt is None or nxt.do is not _TOKEN or nxt.job is not job:
-                    self._to_router(job.rid, tokens)
-                    tokens = []
+            if do is _TOKEN and job is not None:  # a request's tokens of one step: one message
+                self._to_router(job.rid, (e.n, e.tokens))
             elif do is _KICK or job is None:
                 self.driver.kick()
             elif do is _EMIT:

@@ -217,20 +217,25 @@ def test_sequencer_orders_and_reports_duplicates() -> None:
 
 
 def test_sequencer_runs_release_as_their_tokens_one_by_one_would() -> None:
-    """A step's run of tokens (offer_run) gives what offering them one at a time gives."""
-    runs = [([(0, 10), (1, 11)], "RLD"), ([(4, 14), (5, 15)], "MD"), ([(2, 12)], "RLD")]
-    runs += [([(3, 13)], "MD"), ([(6, 16), (7, 17), (8, 18)], "MD")]
+    """A step's run of tokens (offer_run) releases what offering them one at a time does."""
+    runs = [(0, [10, 11], "RLD"), (4, [14, 15], "MD"), (2, [12], "RLD"), (3, [13], "MD")]
+    runs += [(6, [16, 17, 18], "MD")]
     bulk, single = TokenSequencer(), TokenSequencer()
-    for run, origin in runs:
-        one = [r for pos, tok in run for r in single.offer(pos, tok, origin)]
-        assert bulk.offer_run(run, origin) == one
+    for first, ids, origin in runs:
+        one = [r for i, tok in enumerate(ids) for r in single.offer(first + i, tok, origin)]
+        got = bulk.offer_run(first, list(ids), origin)
+        assert [(p + i, t, o) for p, ts, o in got for i, t in enumerate(ts)] == one
     assert bulk.by_origin == single.by_origin == {"RLD": 3, "MD": 6}
     assert bulk.next_position == 9 and not bulk.waiting
-    with pytest.raises(SeamError) as err:
-        bulk.offer_run([(9, 19), (9, 19)], "MD")  # a duplicate inside a run
-    assert err.value.ready == [(9, 19, "MD")]  # what came before it was released
+    assert bulk.offer_run(11, [21, 22], "MD") == []  # early: buffered
+    assert bulk.offer_run(9, [19, 20], "RLD") == [(9, [19, 20], "RLD"), (11, [21, 22], "MD")]
+    assert bulk.offer_run(14, [24], "MD") == []
+    with pytest.raises(SeamError) as err:  # RLD's 13 releases MD's 14, then its own 14
+        bulk.offer_run(13, [23, 24], "RLD")
+    assert err.value.ready == [(13, [23], "RLD"), (14, [24], "MD")]  # released, counted
+    assert bulk.next_position == 15 and bulk.by_origin == {"RLD": 6, "MD": 9}
     with pytest.raises(SeamError):
-        bulk.offer_run([(11, 21), (12, 22), (11, 21)], "RLD")
+        bulk.offer_run(12, [22], "RLD")
 
 
 def test_link_estimator_is_not_fooled_by_a_slow_prefill() -> None:
