@@ -2,7 +2,8 @@
 
 Replays small fixed plans through :func:`pddbench.twin.run.run_twin` — the first
 ``0.02`` day of the jan-feb profile at x10 for same-dc-pd, cross-dc-pd, pdd and the
-handoff ablations, a heavier window (x100) that makes pdd relay, and the twin tests'
+handoff ablations, a heavier window (x100) that makes pdd relay, pdd with little KV
+memory (its prefix caches and the router's affinity index evict), and the twin tests'
 session plans (:mod:`tests.twin.plans`) through always-relay ablations — and digests
 every record's journal line (every :class:`~pddbench.harness.rundir.records.RequestRecord`
 field, ``token_times_s`` included) in completion order. A speed change must leave every
@@ -33,7 +34,7 @@ from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.records import RequestRecord, journal_line
 from pddbench.netem.topology_config import NetworkConfig
-from pddbench.servers.config import DeploymentConfig
+from pddbench.servers.config import DeploymentConfig, Role
 from pddbench.servers.routing import PipelinePolicy
 from pddbench.twin.prompts import table_hashes
 from pddbench.twin.run import run_twin
@@ -61,12 +62,14 @@ class Case:
     speedup: float = 10.0
     always_relay: bool = False
     sessions_plan: bool = False  # the twin tests' plan instead of the trace
+    small_kv: bool = False  # P and MD hold ~1M tokens of KV: the prefix caches evict
 
 
 CASES = (
     *(Case(f"{s}@x10", s) for s in TRACE_SCENARIOS),
     Case("pdd@x100", "pdd", days=0.05, speedup=100.0),
     Case("pdd-kv-handoff@x100", "pdd-kv-handoff", days=0.05, speedup=100.0),
+    Case("pdd-small-kv@x10", "pdd", days=0.05, small_kv=True),
     Case("plan:pdd-catch-up-relay", "pdd-catch-up", always_relay=True, sessions_plan=True),
     Case("plan:pdd-kv-relay", "pdd-kv-handoff", always_relay=True, sessions_plan=True),
     Case("plan:colocated", "colocated", sessions_plan=True),
@@ -79,6 +82,21 @@ def deployment(case: Case) -> tuple[DeploymentConfig, NetworkConfig | None]:
     if case.always_relay:
         routing = dep.routing.model_copy(update={"pipeline_policy": PipelinePolicy.ALWAYS_RELAY})
         dep = dep.model_copy(update={"routing": routing})
+    if case.small_kv:  # reserve all but ~1M tokens of KV on P (27 H800) and MD (16 H20)
+        reserve = {Role.PREFILL: 0.497, Role.MAIN_DECODE: 0.2926}
+        instances = [
+            i.model_copy(
+                update={
+                    "scheduler": dep.scheduler_for(i).model_copy(
+                        update={"hbm_reserve_fraction": reserve[i.role]}
+                    )
+                }
+            )
+            if i.role in reserve
+            else i
+            for i in dep.instances
+        ]
+        dep = dep.model_copy(update={"instances": instances})
     return dep, sc.network_config()
 
 

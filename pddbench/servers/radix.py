@@ -128,6 +128,8 @@ class RadixTree:
             assert parent is not None
             del parent.children[node.key]
             node.alive = False
+            if node.last > parent.last:  # the uses of the path through it (see _touch)
+                parent.last = node.last
             freed += 1
             if parent is not self.root and parent.ref == 0 and not parent.children:
                 self._push(parent)
@@ -138,14 +140,15 @@ class RadixTree:
 
     # -- internals ---------------------------------------------------------------------
     def _touch(self, node: Node) -> None:
+        """Mark the path to ``node`` used now. Only ``node`` is stamped: a node's ``last`` is
+        read only while it is a leaf, and a node becomes a leaf when its last child is
+        evicted, which hands the child's ``last`` up (``evict``) — so every leaf holds the
+        latest use of any path through it, as stamping every ancestor would, in O(1)."""
         self._tick += 1
-        tick = self._tick
-        leaf = node
-        while node is not None and node is not self.root:
-            node.last = tick
-            node = node.parent  # type: ignore[assignment]
-        if leaf is not self.root and leaf.ref == 0 and not leaf.children:
-            self._push(leaf)
+        if node is not self.root:
+            node.last = self._tick
+            if node.ref == 0 and not node.children:
+                self._push(node)
 
     def _push(self, node: Node) -> None:
         self._seq += 1
