@@ -60,7 +60,9 @@ The ``zero-compute`` hardware profile makes every term zero: a step costs ``t_ov
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from pddbench.errors import UserError
 from pddbench.servers.profiles import HardwareProfile, ModelProfile
@@ -110,6 +112,71 @@ class Machine:
         md = self.model
         return md.dense_weight_bytes * self.dense_copies + md.expert_weight_bytes
 
+    @cached_property
+    def rates(self) -> Rates:
+        """The constants :func:`step_cost` reads, worked out once per machine."""
+        return Rates.of(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """One machine's per-step constants (each the same expression :func:`step_cost` used to
+    evaluate per step, so the prices are the same to the last bit)."""
+
+    moe: bool
+    eff_p: float  # GEMM efficiency, prefill tokens
+    eff_d: float  # ... decode and extend tokens
+    two_active: float  # 2 * active parameters (FLOPs per token per GEMM pass)
+    attn_pair: float  # attention FLOPs per (query, key) pair, prefill form
+    decode_attn_pair: float  # ... decode / absorbed form
+    dense_bytes: float  # dense weights read per step (all copies)
+    expert_bytes: float
+    expert_miss: float  # 1 - k/E: the chance a token leaves one expert untouched
+    kv_bytes: int  # per token
+    kv_read: float
+    mem_rate: float  # achieved HBM bytes/s over the chips
+    gemm_rate: float  # the GEMM dtype's peak over the chips
+    attn_rate: float  # achieved attention FLOP/s over the chips
+    comm_per_token: float  # scale-up bytes per token (0 on one chip)
+    dense_allreduce: bool  # a dense model's serial TP all-reduces
+    link_rate: float  # scale-up bytes/s over the chips (MoE dispatch / combine)
+    latency_decode: float  # per-step latency floor of a step without prefill
+    latency_prefill: float  # ... with prefill
+    overhead: float
+
+    @staticmethod
+    def of(m: Machine) -> Rates:
+        md, hw, n = m.model, m.hardware, m.chips
+        moe = md.experts > 0
+        eff_p, eff_d = hw.gemm_efficiencies(moe=moe)
+
+        def latency(prefill: bool) -> float:
+            floor = hw.layer_floor(moe=moe, prefill=prefill)
+            return md.layers * (md.collectives_per_layer * m.collective_latency_s + floor)
+
+        return Rates(
+            moe=moe,
+            eff_p=eff_p,
+            eff_d=eff_d,
+            two_active=2.0 * md.active_params,
+            attn_pair=md.attn_flops_per_pair,
+            decode_attn_pair=md.decode_attn_flops_per_pair,
+            dense_bytes=md.dense_weight_bytes * m.dense_copies,
+            expert_bytes=md.expert_weight_bytes,
+            expert_miss=1.0 - md.experts_per_token / md.experts if moe else 1.0,
+            kv_bytes=md.kv_bytes_per_token,
+            kv_read=m.kv_read_factor,
+            mem_rate=n * hw.hbm_bytes_per_s * hw.memory_efficiency,
+            gemm_rate=n * hw.peak_flops(md.gemm_dtype),
+            attn_rate=n * hw.attention_flops(m.attention_dtype),
+            comm_per_token=md.comm_bytes_per_token if n > 1 else 0.0,
+            dense_allreduce=md.experts <= 0 and hw.allreduce_efficiency > 0,
+            link_rate=n * m.link_bytes_per_s,
+            latency_decode=latency(False),
+            latency_prefill=latency(True),
+            overhead=m.step_overhead_s,
+        )
+
 
 @dataclass(frozen=True)
 class StepShape:
@@ -125,7 +192,7 @@ class StepShape:
         return sum(n for n, _ in self.prefill) + sum(k for k, _ in self.extend) + self.decode_batch
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per engine step, and frozen costs ~6x to build
 class StepCost:
     seconds: float
     flops: float
@@ -146,56 +213,68 @@ def _div(x: float, rate: float) -> float:
 
 def weights_touched_bytes(m: Machine, tokens: int) -> float:
     """HBM bytes of weights one step of ``tokens`` tokens reads (see the module docstring)."""
-    md = m.model
-    dense = md.dense_weight_bytes * m.dense_copies
-    if md.experts <= 0 or tokens <= 0:
-        return dense + md.expert_weight_bytes
-    share = 1.0 - (1.0 - md.experts_per_token / md.experts) ** tokens
-    return dense + md.expert_weight_bytes * share
+    r = m.rates
+    if not r.moe or tokens <= 0:
+        return r.dense_bytes + r.expert_bytes
+    return r.dense_bytes + r.expert_bytes * (1.0 - r.expert_miss**tokens)
 
 
 def step_cost(m: Machine, shape: StepShape) -> StepCost:
     """Price one forward pass (formulas in the module docstring)."""
-    t = shape.tokens
-    if t <= 0:
-        return StepCost(0.0, 0.0, 0.0, 0.0, "overhead")
-    md, hw, n = m.model, m.hardware, m.chips
+    return price(m, shape.prefill, shape.extend, shape.decode_batch, shape.decode_context)
+
+
+def price(
+    m: Machine,
+    prefill: Sequence[tuple[int, int]],
+    extend: Sequence[tuple[int, int]],
+    decode_batch: int,
+    decode_context: int,
+) -> StepCost:
+    """:func:`step_cost` of the step shaped ``prefill``, ``extend``, ``decode_batch``,
+    ``decode_context`` (:class:`StepShape`'s fields), without building the shape."""
+    t_prefill = 0
+    t_extend = 0
     pairs_p = 0.0
-    pairs_d = float(shape.decode_context)
+    pairs_d = float(decode_context)
     kv_prefill = 0.0
-    kv_decode = float(shape.decode_context)
-    for tok, c in shape.prefill:
+    kv_decode = float(decode_context)
+    for tok, c in prefill:
         pairs_p += tok * (c + (tok + 1) / 2)
         kv_prefill += c + tok
-    for k, c in shape.extend:
+        t_prefill += tok
+    for k, c in extend:
         pairs_d += k * (c + (k + 1) / 2)
         kv_decode += c + k
-    t_prefill = sum(tok for tok, _ in shape.prefill)
-    eff_p, eff_d = hw.gemm_efficiencies(moe=md.experts > 0)
-    f_gemm = 2.0 * md.active_params * t
-    f_gemm_eff = 2.0 * md.active_params * (t_prefill / eff_p + (t - t_prefill) / eff_d)
-    f_attn = md.attn_flops_per_pair * pairs_p + md.decode_attn_flops_per_pair * pairs_d
+        t_extend += k
+    t = t_prefill + t_extend + decode_batch
+    if t <= 0:
+        return StepCost(0.0, 0.0, 0.0, 0.0, "overhead")
+    r = m.rates
+    f_gemm = r.two_active * t
+    f_gemm_eff = r.two_active * (t_prefill / r.eff_p + (t - t_prefill) / r.eff_d)
+    f_attn = r.attn_pair * pairs_p + r.decode_attn_pair * pairs_d
     w = weights_touched_bytes(m, t)
-    kv = md.kv_bytes_per_token * (kv_prefill + kv_decode * m.kv_read_factor)
-    mem_rate = n * hw.hbm_bytes_per_s * hw.memory_efficiency
-    g_compute = _div(f_gemm_eff, n * hw.peak_flops(md.gemm_dtype))
-    g_memory = _div(w, mem_rate)
-    a_compute = _div(f_attn, n * hw.attention_flops(m.attention_dtype))
-    a_memory = _div(kv, mem_rate)
-    t_gemm = max(g_compute, g_memory)
-    t_attn = max(a_compute, a_memory)
-    comm = md.comm_bytes_per_token * t if n > 1 else 0.0
+    kv = r.kv_bytes * (kv_prefill + kv_decode * r.kv_read)
+    mem_rate = r.mem_rate  # x / rate as _div does it (finite x over an inf rate is 0)
+    g_compute = f_gemm_eff / r.gemm_rate if f_gemm_eff > 0 else 0.0
+    g_memory = w / mem_rate if w > 0 else 0.0
+    a_compute = f_attn / r.attn_rate if f_attn > 0 else 0.0
+    a_memory = kv / mem_rate if kv > 0 else 0.0
+    t_gemm = g_compute if g_compute > g_memory else g_memory
+    t_attn = a_compute if a_compute > a_memory else a_memory
+    comm = r.comm_per_token * t
     compute = t_gemm + t_attn
-    if md.experts <= 0 and hw.allreduce_efficiency > 0:
+    if r.dense_allreduce:
         # a dense model's tensor-parallel all-reduces sit between its GEMMs: a ring moves
         # 2(N-1)/N of each message per chip, at the link's achieved bus bandwidth
+        n, hw = m.chips, m.hardware
         t_comm = _div(comm * 2.0 * (n - 1) / n, m.link_bytes_per_s * hw.allreduce_efficiency)
         body = compute + t_comm
     else:
-        t_comm = _div(comm, n * m.link_bytes_per_s)
-        body = max(compute, t_comm)
-    floor = hw.layer_floor(moe=md.experts > 0, prefill=t_prefill > 0)
-    latency = md.layers * (md.collectives_per_layer * m.collective_latency_s + floor)
+        t_comm = comm / r.link_rate if comm > 0 else 0.0  # _div (an inf rate gives 0)
+        body = compute if compute > t_comm else t_comm
+    latency = r.latency_prefill if t_prefill > 0 else r.latency_decode
     if body <= 0:
         bound = "overhead"
     elif t_comm > compute:
@@ -205,7 +284,7 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     else:
         bound = "compute" if g_compute >= g_memory else "memory"
     return StepCost(
-        body + latency + m.step_overhead_s,
+        body + latency + r.overhead,
         f_gemm + f_attn,
         w + kv,
         comm,

@@ -33,6 +33,7 @@ from pddbench.servers.routing import (
     LinkEstimator,
     Pipeline,
     PipelineInputs,
+    Run,
     SeamError,
     TokenSequencer,
     decide_pipeline,
@@ -338,24 +339,35 @@ class FlowCore:
 
     def token(self, label: str, position: int, token: int, now: float) -> list[int]:
         """A token from stream ``label``: the tokens now ready for the client, in order."""
+        return self.tokens(label, position, [token], now)
+
+    def tokens(self, label: str, first: int, ids: list[int], now: float) -> list[int]:
+        """The tokens at positions ``first``, ``first + 1``, ... from stream ``label`` (one
+        step's): the tokens now ready for the client, in order."""
         if label in self.ignored:
             return []
         try:
-            ready = self.seqr.offer(position, token, ORIGIN.get(label, label))
+            runs = self.seqr.offer_run(first, ids, ORIGIN.get(label, label))
         except SeamError as exc:
+            self._released(exc.ready, now)  # what came before the duplicate still counts
             self.counters.seam_error()
             raise RequestFailed(f"{exc} in request {self.spec.rid}") from None
-        if ready:
+        self._released(runs, now)
+        if len(runs) == 1:
+            return runs[0][1]
+        return [t for _, run, _ in runs for t in run]
+
+    def _released(self, runs: list[Run], now: float) -> None:
+        if runs:
             st = self.story
             if st.first_token is None:
                 st.first_token = now
-                st.first_token_origin = ready[0][2]
+                st.first_token_origin = runs[0][2]
             st.last_token = now
             by = st.tokens_by_origin
-            for _, _, o in ready:
-                by[o] = by.get(o, 0) + 1
+            for _, run, o in runs:
+                by[o] = by.get(o, 0) + len(run)
         self._check_complete(now)
-        return [tok for _, tok, _ in ready]
 
     def event(self, label: str, ev: dict[str, Any], now: float) -> list[Action]:
         """An event from stream ``label``; returns the streams to open or drop next."""

@@ -348,10 +348,12 @@ class WorkerInstance(HandoffEndpoints):
             job = e.job
             assert isinstance(job, Job)
             if e.do is Do.TOKEN:
-                job.channel.push(token_line(job.rid, e.n, e.token))
-                self.m.tokens.inc()
+                assert e.tokens is not None
+                for i, token in enumerate(e.tokens):
+                    job.channel.push(token_line(job.rid, e.n + i, token))
+                self.m.tokens.inc(len(e.tokens))
                 if job.relay is not None:
-                    self.m.relayed.inc()
+                    self.m.relayed.inc(len(e.tokens))
             elif e.do is Do.EMIT:
                 job.channel.push(event_line(job.rid, e.ev, **(e.fields or {})))
             elif e.do is Do.START_SENDERS:

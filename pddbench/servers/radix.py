@@ -90,9 +90,10 @@ class RadixTree:
         return len(marked)
 
     # -- updates -----------------------------------------------------------------------
-    def insert(self, hashes: Sequence[int]) -> tuple[Node, int]:
-        """Add the blocks of ``hashes`` that are missing; returns (deepest node, new blocks)."""
-        node = self.root
+    def insert(self, hashes: Sequence[int], start: Node | None = None) -> tuple[Node, int]:
+        """Add the blocks of ``hashes`` that are missing below ``start`` (a node of this
+        tree, default the root); returns (deepest node, new blocks)."""
+        node = self.root if start is None else start
         new = 0
         for h in hashes:
             nxt = node.children.get(h)
@@ -127,6 +128,8 @@ class RadixTree:
             assert parent is not None
             del parent.children[node.key]
             node.alive = False
+            if node.last > parent.last:  # the uses of the path through it (see _touch)
+                parent.last = node.last
             freed += 1
             if parent is not self.root and parent.ref == 0 and not parent.children:
                 self._push(parent)
@@ -137,14 +140,15 @@ class RadixTree:
 
     # -- internals ---------------------------------------------------------------------
     def _touch(self, node: Node) -> None:
+        """Mark the path to ``node`` used now. Only ``node`` is stamped: a node's ``last`` is
+        read only while it is a leaf, and a node becomes a leaf when its last child is
+        evicted, which hands the child's ``last`` up (``evict``) — so every leaf holds the
+        latest use of any path through it, as stamping every ancestor would, in O(1)."""
         self._tick += 1
-        tick = self._tick
-        leaf = node
-        while node is not None and node is not self.root:
-            node.last = tick
-            node = node.parent  # type: ignore[assignment]
-        if leaf is not self.root and leaf.ref == 0 and not leaf.children:
-            self._push(leaf)
+        if node is not self.root:
+            node.last = self._tick
+            if node.ref == 0 and not node.children:
+                self._push(node)
 
     def _push(self, node: Node) -> None:
         self._seq += 1
@@ -195,14 +199,21 @@ class KvPool:
             raise ValueError(f"release of {tokens} tokens but only {self.private_tokens} held")
         self.private_tokens -= tokens
 
-    def commit(self, hashes: Sequence[int], cached_tokens: int) -> tuple[Node, int]:
+    def commit(
+        self, hashes: Sequence[int], cached_tokens: int, matched: Node | None = None
+    ) -> tuple[Node, int]:
         """Move a prompt's KV into the tree: insert its full blocks and free the private copy
         of what they cover beyond the ``cached_tokens`` the request found already cached
         (blocks another request inserted meanwhile are deduplicated, freeing memory).
+        ``matched``: the node of those cached blocks, still in the tree (pinned), where the
+        walk may start.
 
         Returns (deepest node, private tokens the caller no longer holds).
         """
-        node, _new = self.tree.insert(hashes)
+        if matched is None:
+            node, _new = self.tree.insert(hashes)
+        else:
+            node, _new = self.tree.insert(hashes[cached_tokens // self.block_size :], matched)
         moved = max(0, len(hashes) * self.block_size - cached_tokens)
         self.private_tokens -= moved
         return node, moved

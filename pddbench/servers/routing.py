@@ -35,7 +35,7 @@ No sockets, no clocks (callers pass durations).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -64,16 +64,53 @@ class SelectionPolicy:
     balance_rel: float = 1.5  # ... and relative factor
 
 
+class _LruSet:
+    """Hashes in order of last use. ``order`` lists every touch, oldest first; ``ticks[h]``
+    is the absolute index in it (``base`` counts those dropped off its left end) of h's last
+    touch, so an earlier copy of h in ``order`` is stale. Touching a prompt's hashes is two
+    C-level bulk operations, not a linked-list move per hash."""
+
+    __slots__ = ("base", "order", "ticks")
+
+    def __init__(self) -> None:
+        self.ticks: dict[int, int] = {}
+        self.order: deque[int] = deque()
+        self.base = 0
+
+    def touch(self, hashes: Sequence[int], cap: int) -> None:
+        """Mark ``hashes`` most recently used, in their order (a repeat: where its last
+        occurrence puts it); then drop the least recently used beyond ``cap``."""
+        ticks, order = self.ticks, self.order
+        t0 = self.base + len(order)
+        order.extend(hashes)
+        ticks.update(zip(hashes, range(t0, t0 + len(hashes)), strict=True))
+        while len(ticks) > cap:
+            h = order.popleft()
+            if ticks.get(h) == self.base:
+                del ticks[h]
+            self.base += 1
+        if len(order) > 8 * len(ticks) + 4096:  # mostly stale copies: keep the live ones
+            live = sorted(ticks, key=ticks.__getitem__)  # (in C; ticks are distinct)
+            self.order = deque(live)
+            self.ticks = dict(zip(live, range(len(live)), strict=True))
+            self.base = 0
+
+    def clear(self) -> None:
+        self.ticks.clear()
+        self.order.clear()
+        self.base = 0
+
+
 class AffinityIndex:
     """Approximate per-instance prefix caches (LRU sets of chained block hashes)."""
 
     def __init__(self, capacity_blocks: Mapping[str, int]) -> None:
         self._cap = dict(capacity_blocks)
-        self._sets: dict[str, OrderedDict[int, None]] = {k: OrderedDict() for k in capacity_blocks}
+        self._sets: dict[str, _LruSet] = {k: _LruSet() for k in capacity_blocks}
 
     def match(self, instance: str, hashes: Sequence[int]) -> int:
         """Blocks of ``hashes`` believed cached on ``instance`` (binary search on the prefix)."""
-        cached = self._sets[instance]
+        cached = self._sets[instance].ticks
         if not hashes or hashes[0] not in cached:
             return 0
         lo, hi = 1, len(hashes)  # hashes[:lo] cached
@@ -86,13 +123,8 @@ class AffinityIndex:
         return lo
 
     def insert(self, instance: str, hashes: Sequence[int]) -> None:
-        cached = self._sets[instance]
-        for h in hashes:
-            cached[h] = None
-            cached.move_to_end(h)
-        cap = self._cap[instance]
-        while len(cached) > cap:
-            cached.popitem(last=False)
+        """Mark ``hashes`` most recently used, in their order (the last one the newest)."""
+        self._sets[instance].touch(hashes, self._cap[instance])
 
     def forget(self, instance: str) -> None:
         self._sets[instance].clear()
@@ -284,7 +316,15 @@ def decide_pipeline(x: PipelineInputs, policy: RoutingPolicy) -> PipelineDecisio
 
 
 class SeamError(Exception):
-    """A token position arrived twice: a duplicate at a handoff seam."""
+    """A token position arrived twice: a duplicate at a handoff seam (``ready``: the runs
+    of the same offer that were released before it)."""
+
+    def __init__(self, message: str, ready: list[Run] | None = None) -> None:
+        super().__init__(message)
+        self.ready = ready or []
+
+
+Run = tuple[int, list[int], str]  # (first position, token ids, origin): consecutive tokens
 
 
 class TokenSequencer:
@@ -297,19 +337,39 @@ class TokenSequencer:
 
     def offer(self, position: int, token: int, origin: str) -> list[tuple[int, int, str]]:
         """Accept one token; returns the tokens now ready, in order."""
-        if position < self.next_position or position in self._buffer:
-            raise SeamError(f"token position {position} arrived twice (second from {origin})")
-        if position != self.next_position:
-            self._buffer[position] = (token, origin)
-            return []
-        ready = [(position, token, origin)]
-        self.next_position += 1
-        while self.next_position in self._buffer:
-            t, o = self._buffer.pop(self.next_position)
-            ready.append((self.next_position, t, o))
-            self.next_position += 1
-        for _, _, o in ready:
-            self.by_origin[o] = self.by_origin.get(o, 0) + 1
+        runs = self.offer_run(position, [token], origin)
+        return [(p + i, t, o) for p, ts, o in runs for i, t in enumerate(ts)]
+
+    def offer_run(self, first: int, tokens: list[int], origin: str) -> list[Run]:
+        """Accept the tokens at positions ``first``, ``first + 1``, ... from one source
+        (one step's); returns the runs now ready, in order (a run that continues the
+        stream, the usual case, as it came: no work per token)."""
+        buf = self._buffer
+        by = self.by_origin
+        if not buf and first == self.next_position and tokens:
+            self.next_position = first + len(tokens)
+            by[origin] = by.get(origin, 0) + len(tokens)
+            return [(first, tokens, origin)]
+        ready: list[Run] = []
+        for i, token in enumerate(tokens):
+            position = first + i
+            if position < self.next_position or position in buf:
+                why = f"token position {position} arrived twice (second from {origin})"
+                raise SeamError(why, ready)
+            if position != self.next_position:
+                buf[position] = (token, origin)
+                continue
+            t, o = token, origin
+            while True:
+                if ready and ready[-1][2] == o:
+                    ready[-1][1].append(t)
+                else:
+                    ready.append((self.next_position, [t], o))
+                by[o] = by.get(o, 0) + 1
+                self.next_position += 1
+                if self.next_position not in buf:
+                    break
+                t, o = buf.pop(self.next_position)
         return ready
 
     @property

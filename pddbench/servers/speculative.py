@@ -9,9 +9,11 @@ accepted *consecutively*: draft ``j`` (1-based) survives with probability
 ``acceptance ** j``, so the expected accept length is
 ``1 + acceptance + ... + acceptance ** (d - 1)`` (:func:`expected_accept_len`).
 
-The draw is deterministic per request: one ``blake2b(f"mtp|{seed}|{rid}|{position}")``
-value read as a uniform ``u`` in [0, 1), ``position`` the first output position the step
-produces, ``a = #{j in 1..d-1 : u < acceptance ** j}``. A step is therefore the same on
+The draw is deterministic per request: the request's key ``k = blake2b(f"mtp|{seed}|{rid}")``
+(64 bits, :func:`draw_key`, worked out once per request) and, per step, the splitmix64
+output ``mix(k + position * 0x9E3779B97F4A7C15 mod 2**64)`` read as a uniform ``u`` in
+[0, 1), ``position`` the first output position the step produces,
+``a = #{j in 1..d-1 : u < acceptance ** j}``. A step is therefore the same on
 whichever instance (RelayDecode or MainDecode) runs it, and a run repeats exactly. The caller
 caps the step at the request's remaining output tokens. The drafter's own forward pass (one
 MTP layer) is not priced, as in the calibration. ``d = 1`` is plain decoding.
@@ -49,12 +51,25 @@ def expected_accept_len(spec: Speculation) -> float:
     return sum(spec.acceptance**j for j in range(spec.draft_tokens))
 
 
-def step_tokens(spec: Speculation, seed: int, rid: str, position: int) -> int:
-    """Tokens a decode step whose first new token is at ``position`` emits (1 .. d)."""
+def draw_key(seed: int, rid: str) -> int:
+    """The 64-bit key of one request's draws (the run ``seed`` and the request id)."""
+    digest = blake2b(f"mtp|{seed}|{rid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+_M64 = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def step_tokens(spec: Speculation, key: int, position: int) -> int:
+    """Tokens a decode step whose first new token is at ``position`` emits (1 .. d), for the
+    request whose :func:`draw_key` is ``key``."""
     if spec.draft_tokens <= 1:
         return 1
-    digest = blake2b(f"mtp|{seed}|{rid}|{position}".encode(), digest_size=8).digest()
-    u = int.from_bytes(digest, "little") / _TWO64
+    z = (key + position * _GAMMA) & _M64  # splitmix64's state at ``position``, mixed
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    u = (z ^ (z >> 31)) / _TWO64
     n = 1
     p = spec.acceptance
     while n < spec.draft_tokens and u < p:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
+from pddbench.harness.analysis.ttft_parts import ClockJoin
 from pddbench.harness.drive.stream import StreamSummary
 from pddbench.harness.drive.stream_records import fail_record, finish_record, record_for
 from pddbench.harness.plan.player import DueRequest
@@ -117,19 +117,19 @@ class TwinFlow:
                 self.core.drain_event(label, item)
             self._maybe_close()
             return
-        self._guard(lambda: self._handle(label, item))
+        self._guard(self._handle, label, item)
 
     def _handle(self, label: str, item: Any) -> None:
         now = self.twin.sim.now
-        if type(item) is list:  # the tokens of one step
-            ready = [t for pos, tok in item for t in self.core.token(label, pos, tok, now)]
+        if type(item) is tuple:  # the tokens of one step: (first position, ids)
+            ready = len(self.core.tokens(label, item[0], item[1], now))
             if ready:
                 t = self.twin.net.control(now, self.twin.router, self.twin.router)
                 t += self.twin.host.to_client_s
                 if self.chunks and self.chunks[-1][0] == t:
-                    self.chunks[-1] = (t, self.chunks[-1][1] + len(ready))
+                    self.chunks[-1] = (t, self.chunks[-1][1] + ready)
                 else:
-                    self.chunks.append((t, len(ready)))
+                    self.chunks.append((t, ready))
         else:
             self._act(self.core.event(label, item, now))
         core = self.core
@@ -139,9 +139,9 @@ class TwinFlow:
             else:
                 self.twin.sim.after(STORY_GRACE_S, self._answer)
 
-    def _guard(self, fn: Callable[[], None]) -> None:
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
-            fn()
+            fn(*args)
         except RequestFailed as exc:
             self._failed(str(exc))
 
@@ -202,14 +202,15 @@ class TwinFlow:
         now = self.twin.sim.now
         rec = record_for(self.due, self.twin.cached_theoretical)
         rec.actual_send_s = self.send_s  # the twin's client sends on time
-        times = [t for t, n in self.chunks for _ in range(n)]
+        times: list[float] = []
         itl: list[float] = []
         prev = None
         for t, n in self.chunks:  # a chunk's interval is split across the tokens it carries
+            times += [t] * n
             if prev is not None:
-                itl.extend([(t - prev) / n] * n)
+                itl += [(t - prev) / n] * n
             else:
-                itl.extend([0.0] * (n - 1))
+                itl += [0.0] * (n - 1)
             prev = t
         story = self.story.to_json()
         summary = StreamSummary(
@@ -226,11 +227,7 @@ class TwinFlow:
             server_timing=None if cut else story,
             token_times_s=times,
         )
-        finish_record(rec, summary, lambda: now)
-        if rec.server_timing is not None and rec.first_token_s is not None:
-            parts = decompose(rec.server_timing, self.send_s, rec.first_token_s, VIRTUAL)
-            for name, value in parts.record_columns().items():
-                setattr(rec, name, value)
+        finish_record(rec, summary, lambda: now, VIRTUAL)
         if error is not None:
             fail_record(rec, lambda: now, ErrorClass.STREAM, error)
         return rec

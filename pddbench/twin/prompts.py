@@ -8,12 +8,17 @@ partial last trace block is its hash's first tokens); tokens past the listed blo
 the request's own. This module gives the
 twin hashes with that same sharing (values differ, equality does not): a trace block of
 ``f`` server blocks becomes ``f`` ids ``h * f + i``; the tail's server blocks get ids no
-other request has (negative, from the request's trace row). Pure.
+other request has (negative, from the request's trace row); :func:`table_hashes` reads
+them row by row from a trace table's columns. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+
+from pddbench.harness.plan.player import PlannedRequest
 
 
 def server_hashes(
@@ -34,3 +39,20 @@ def server_hashes(
     out = out[:n]
     base = -(row + 1) << 32
     return out + [base - j for j in range(len(out), n)]
+
+
+def table_hashes(table: pa.Table, server_bs: int) -> Callable[[PlannedRequest], list[int]]:
+    """:func:`server_hashes` of each planned request of ``table`` (a canonical trace), read
+    from its columns when asked: no Python copy of the whole ``block_hashes`` column (for
+    the whole jan-feb trace that copy alone is gigabytes)."""
+    col = table.column("block_hashes").combine_chunks()
+    offsets = col.offsets.to_numpy()  # into the unsliced child array, as ``values`` is
+    values = col.values.to_numpy()
+    sizes = table.column("block_size").to_numpy()
+
+    def hashes(r: PlannedRequest) -> list[int]:
+        row = r.row
+        listed = values[offsets[row] : offsets[row + 1]].tolist()
+        return server_hashes(listed, int(sizes[row]), server_bs, r.input_length, row)
+
+    return hashes

@@ -82,6 +82,7 @@ def run_twin(
     request_limit_s: float | None = None,
     host: HostCosts = NONE,
     observe: Callable[[Twin], None] | None = None,
+    on_record: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
@@ -89,20 +90,25 @@ def run_twin(
     ``request_limit_s`` (the client's whole-request limit) a request still unanswered that
     long after its send is cut and recorded censored, as the client does. ``host``: the
     emulated deployment's host costs (:mod:`pddbench.twin.host`; none: the hardware's twin).
-    ``observe``: called with the twin before its clock starts (the outputs' samplers)."""
+    ``observe``: called with the twin before its clock starts (the outputs' samplers). With
+    ``on_record`` each record goes to it as it completes instead (a journal writer: a whole
+    trace's records do not fit in memory) and the list returned is empty."""
     twin = Twin(dep, net, seed=seed, host=host)
     if observe is not None:
         observe(twin)
     twin.cached_theoretical = cached_theoretical
     player = SessionPlayer(planned, on_error=on_error)
     records: list[RequestRecord] = []
+    keep = records.append if on_record is None else on_record
     sim = twin.sim
     wake: set[float] = set()
 
     def done(flow: TwinFlow) -> None:
-        assert flow.record is not None
-        records.append(flow.record)
-        player.complete(flow.rid, sim.now, ok=flow.record.status == "ok")
+        rec = flow.record
+        assert rec is not None
+        flow.record = None  # the flow may outlive its answer (late events): not its record
+        keep(rec)
+        player.complete(flow.rid, sim.now, ok=rec.status == "ok")
         arm()
 
     def send() -> None:

@@ -80,6 +80,24 @@ def test_commit_deduplicates_blocks_inserted_meanwhile() -> None:
     assert pool.tree.blocks == 3 and pool.used_tokens == 30  # the copy was freed
 
 
+def test_commit_from_the_matched_node_is_a_commit_from_the_root() -> None:
+    """The engine commits a prompt from the node its admission matched (pinned): the same
+    tree, deepest node and freed private KV as walking from the root."""
+    pools = [KvPool(capacity_tokens=1000, block_size=10) for _ in range(2)]
+    results = []
+    for k, pool in enumerate(pools):
+        assert pool.reserve(20)
+        pool.commit([1, 2], 0)
+        m = pool.tree.match([1, 2, 3, 4])
+        pool.tree.pin(m.node)
+        assert pool.reserve(40)
+        node, moved = pool.commit([1, 2, 3, 4], m.blocks * 10, m.node if k else None)
+        results.append((node.key, node.parent.key if node.parent else None, moved))
+        assert pool.tree.match([1, 2, 3, 4]).node is node
+    assert results[0] == results[1] == (4, 3, 20)
+    assert pools[0].tree.blocks == pools[1].tree.blocks == 4
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 6)), min_size=1, max_size=60))
 def test_accounting_invariants_under_random_use(ops: list[tuple[int, int]]) -> None:
@@ -113,3 +131,67 @@ def test_accounting_invariants_under_random_use(ops: list[tuple[int, int]]) -> N
     assert pool.private_tokens == 0
     pool.tree.evict(10**6)
     assert pool.tree.blocks == 0 and pool.used_tokens == 0
+
+
+def _alive_paths(tree: RadixTree) -> set[tuple[int, ...]]:
+    out: set[tuple[int, ...]] = set()
+    stack = [((), tree.root)]
+    while stack:
+        path, node = stack.pop()
+        for key, child in node.children.items():
+            out.add((*path, key))
+            stack.append(((*path, key), child))
+    return out
+
+
+def test_eviction_takes_the_least_recently_used_unpinned_leaf() -> None:
+    """Against a brute-force LRU: a node's last use is the latest match or insert whose path
+    went through it; evict frees, one at a time, the unpinned leaf used longest ago (the
+    tree stamps only a path's end and hands a leaf's stamp to its parent on eviction)."""
+    rng = random.Random(7)
+    for _ in range(30):
+        tree = RadixTree()
+        used: dict[tuple[int, ...], int] = {}
+        pins: dict[tuple[int, ...], int] = {}
+        tick = 0
+        for _ in range(300):
+            path = tuple(rng.randrange(3) for _ in range(rng.randrange(1, 7)))
+            op = rng.random()
+            alive = _alive_paths(tree)
+            if op < 0.4:
+                node, _ = tree.insert(path)
+                touched = path
+            elif op < 0.6:
+                m = tree.match(path)
+                touched = path[: m.blocks]
+                node = m.node
+            elif op < 0.75 and alive:
+                target = rng.choice(sorted(alive))
+                node = tree.match(target, touch=False).node
+                if pins.get(target) and rng.random() < 0.6:
+                    tree.unpin(node)
+                    pins[target] -= 1
+                else:
+                    tree.pin(node)
+                    pins[target] = pins.get(target, 0) + 1
+                continue
+            else:
+                k = rng.randrange(1, 4)
+                expect = set(alive)
+                for _ in range(k):
+                    leaves = [
+                        p
+                        for p in expect
+                        if not pins.get(p) and not any(q[:-1] == p for q in expect)
+                    ]
+                    if not leaves:
+                        break
+                    expect.discard(min(leaves, key=lambda p: used[p]))
+                freed = tree.evict(k)
+                assert _alive_paths(tree) == expect
+                assert freed == len(alive) - len(expect) and tree.blocks == len(expect)
+                continue
+            del node
+            tick += 1
+            for j in range(1, len(touched) + 1):
+                used[touched[:j]] = tick

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import OrderedDict
+
 import pytest
 
 from pddbench.servers.routing import (
@@ -178,6 +181,28 @@ def test_choose_instance_prefers_cache_unless_too_busy() -> None:
         choose_instance({}, None, 1, pol)
 
 
+def test_affinity_index_keeps_exactly_the_most_recently_used_hashes() -> None:
+    """The index's LRU (bulk touches, lazily dropped stale copies, compaction) evicts as a
+    move-to-end ordered dict does, repeats and forgetting included."""
+    for cap, universe in ((5, 15), (200, 600), (1000, 100)):  # the last never evicts
+        rng = random.Random(cap)
+        idx, ref = AffinityIndex({"a": cap}), OrderedDict[int, None]()
+        for i in range(3000):
+            hashes = [rng.randrange(universe) for _ in range(rng.randrange(universe // 2))]
+            idx.insert("a", hashes)
+            for h in hashes:
+                ref[h] = None
+                ref.move_to_end(h)
+            while len(ref) > cap:
+                ref.popitem(last=False)
+            for h in rng.sample(range(universe), 5):
+                assert idx.match("a", [h]) == (h in ref)
+            if i % 997 == 996:
+                idx.forget("a")
+                ref.clear()
+        assert idx.match("a", list(ref)) == len(ref)
+
+
 def test_sequencer_orders_and_reports_duplicates() -> None:
     s = TokenSequencer()
     assert s.offer(0, 10, "RLD") == [(0, 10, "RLD")]
@@ -189,6 +214,28 @@ def test_sequencer_orders_and_reports_duplicates() -> None:
     s.offer(4, 14, "MD")
     with pytest.raises(SeamError):
         s.offer(4, 14, "RLD")
+
+
+def test_sequencer_runs_release_as_their_tokens_one_by_one_would() -> None:
+    """A step's run of tokens (offer_run) releases what offering them one at a time does."""
+    runs = [(0, [10, 11], "RLD"), (4, [14, 15], "MD"), (2, [12], "RLD"), (3, [13], "MD")]
+    runs += [(6, [16, 17, 18], "MD")]
+    bulk, single = TokenSequencer(), TokenSequencer()
+    for first, ids, origin in runs:
+        one = [r for i, tok in enumerate(ids) for r in single.offer(first + i, tok, origin)]
+        got = bulk.offer_run(first, list(ids), origin)
+        assert [(p + i, t, o) for p, ts, o in got for i, t in enumerate(ts)] == one
+    assert bulk.by_origin == single.by_origin == {"RLD": 3, "MD": 6}
+    assert bulk.next_position == 9 and not bulk.waiting
+    assert bulk.offer_run(11, [21, 22], "MD") == []  # early: buffered
+    assert bulk.offer_run(9, [19, 20], "RLD") == [(9, [19, 20], "RLD"), (11, [21, 22], "MD")]
+    assert bulk.offer_run(14, [24], "MD") == []
+    with pytest.raises(SeamError) as err:  # RLD's 13 releases MD's 14, then its own 14
+        bulk.offer_run(13, [23, 24], "RLD")
+    assert err.value.ready == [(13, [23], "RLD"), (14, [24], "MD")]  # released, counted
+    assert bulk.next_position == 15 and bulk.by_origin == {"RLD": 6, "MD": 9}
+    with pytest.raises(SeamError):
+        bulk.offer_run(12, [22], "RLD")
 
 
 def test_link_estimator_is_not_fooled_by_a_slow_prefill() -> None:

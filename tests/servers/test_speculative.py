@@ -13,7 +13,12 @@ from pddbench.errors import UserError
 from pddbench.servers.compute import StepShape, step_cost
 from pddbench.servers.config import Role, parse_deployment
 from pddbench.servers.engine import Engine, TokenOut
-from pddbench.servers.speculative import Speculation, expected_accept_len, step_tokens
+from pddbench.servers.speculative import (
+    Speculation,
+    draw_key,
+    expected_accept_len,
+    step_tokens,
+)
 
 from .helpers import Completion, agentic_prompts, deployment, running
 from .test_e2e import check_exactly_once, drive, relay_deployment
@@ -28,13 +33,15 @@ def spec_engine(spec: Speculation) -> Engine:
 
 def test_draws_are_deterministic_bounded_and_average_the_expected_accept_len() -> None:
     spec = Speculation(draft_tokens=3, acceptance=0.7)
-    draws = [step_tokens(spec, 0, "r", p) for p in range(20_000)]
-    assert draws == [step_tokens(spec, 0, "r", p) for p in range(20_000)]
+    key = draw_key(0, "r")
+    draws = [step_tokens(spec, key, p) for p in range(20_000)]
+    assert draws == [step_tokens(spec, draw_key(0, "r"), p) for p in range(20_000)]
     assert set(draws) == {1, 2, 3}
     assert expected_accept_len(spec) == pytest.approx(1 + 0.7 + 0.49)
     assert statistics.fmean(draws) == pytest.approx(expected_accept_len(spec), rel=0.02)
-    assert draws != [step_tokens(spec, 1, "r", p) for p in range(20_000)]  # the run seed
-    assert {step_tokens(Speculation(), 0, "r", p) for p in range(100)} == {1}
+    assert draws != [step_tokens(spec, draw_key(1, "r"), p) for p in range(20_000)]  # the seed
+    assert draws != [step_tokens(spec, draw_key(0, "q"), p) for p in range(20_000)]  # the rid
+    assert {step_tokens(Speculation(), key, p) for p in range(100)} == {1}
     assert expected_accept_len(MTP) == pytest.approx(1.85)  # Ant's 1.8-1.9 at 2 draft tokens
 
 

@@ -122,3 +122,19 @@ def test_server_hashes_share_exactly_the_trace_prefix() -> None:
     assert parent == child[: len(parent)]
     assert not set(other) & set(child)
     assert server_hashes([5], 64, 128, 1000, row=3)[1:] != server_hashes([5], 64, 128, 1000, 4)[1:]
+
+
+def test_records_stream_to_a_callback_as_they_complete() -> None:
+    """on_record gets every record, in completion order, and nothing is kept."""
+    dep, net = scenario("pdd")
+    kept = run_twin(dep, net, plan(), hashes_for(dep.block_size))
+    streamed: list[str] = []
+    back = run_twin(
+        dep,
+        net,
+        plan(),
+        hashes_for(dep.block_size),
+        on_record=lambda r: streamed.append(journal_line(r)),
+    )
+    assert back == []
+    assert streamed == [journal_line(r) for r in kept]

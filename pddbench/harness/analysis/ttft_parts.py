@@ -138,6 +138,13 @@ def decompose(
         story = json.loads(server_timing)
     except ValueError:
         return TtftParts()
+    return decompose_story(story, send_s, first_token_s, join)
+
+
+def decompose_story(story: Any, send_s: float, first_token_s: float, join: ClockJoin) -> TtftParts:
+    """:func:`decompose` of the story already parsed (what ``server_timing`` holds)."""
+    if not (math.isfinite(send_s) and math.isfinite(first_token_s)):
+        return TtftParts()
     if not isinstance(story, dict) or not isinstance(story.get("times"), dict):
         return TtftParts()
     offset = join.offset(story.get("clocks") or {})

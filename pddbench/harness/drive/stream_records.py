@@ -24,7 +24,7 @@ from collections.abc import Callable
 from orjson import JSONDecodeError as _DecodeError
 from orjson import loads as _loads
 
-from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose
+from pddbench.harness.analysis.ttft_parts import ClockJoin, decompose_story
 from pddbench.harness.drive.stream import StreamAccumulator, StreamSummary
 from pddbench.harness.plan.player import DueRequest, PlannedRequest
 from pddbench.harness.rundir.records import ErrorClass, RequestRecord, Status
@@ -178,8 +178,11 @@ class DeferredSse:
         return any(self.reader.feed(now, data) for now, data in pending)
 
 
-def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None:
-    """Copy what a (possibly cut-off) stream measured into ``record``; stamps ``end_s``."""
+def finish_record(
+    record: RequestRecord, s: StreamSummary, clock: Clock, join: ClockJoin | None = None
+) -> None:
+    """Copy what a (possibly cut-off) stream measured into ``record``; stamps ``end_s``.
+    ``join``: how the server's times join the client's (default: this host, now)."""
     record.end_s = clock()
     record.chunks = s.chunks
     record.output_tokens = s.output_tokens
@@ -209,7 +212,8 @@ def finish_record(record: RequestRecord, s: StreamSummary, clock: Clock) -> None
         record.relay_tokens = _int_or_none(pdd.get("relay_tokens"))
         record.wan_bytes = _int_or_none(pdd.get("wan_bytes"))
         if send is not None and s.first_token_s is not None:
-            parts = decompose(record.server_timing, send, s.first_token_s, ClockJoin.here(clock))
+            here = ClockJoin.here(clock) if join is None else join
+            parts = decompose_story(pdd, send, s.first_token_s, here)  # as its JSON would
             for name, value in parts.record_columns().items():
                 setattr(record, name, value)
 
