@@ -29,10 +29,13 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
 * **usage** (when asked, :meth:`Network.track_usage`): the bytes each WAN direction carried
   per interval, for ``links.parquet`` (:mod:`pddbench.twin.outputs`).
 
-Not modelled: per-packet reordering, the socket buffers' drain during a stall, TCP's
-retransmission backoff after a downed link comes back (bytes resume at once), a cross
-flow's own slow start, two cross flows at once on one direction (the later one's start and
-stop win). Parameters come from the scenario's ``[network]`` at scale 1 (the
+Not modelled: the congestion window of a warm but application-limited connection (a small,
+sporadic transfer gets its fair share of the whole line at once here, where TCP needs several
+round trips: the check against the emulated WAN shows it on pdd's suffix transfers), TCP
+flows of different sizes sharing unequally, per-packet reordering, the socket buffers' drain
+during a stall, TCP's retransmission backoff after a downed link comes back (bytes resume at
+once), a cross flow's own slow start, two cross flows at once on one direction (the later
+one's start and stop win). Parameters come from the scenario's ``[network]`` at scale 1 (the
 twin moves modelled bytes), or a calibrated link model (:mod:`pddbench.twin.calibrate`)
 folded into that configuration. Sans-IO: no clock, no sockets; callers pass ``now``.
 """
