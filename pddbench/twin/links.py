@@ -29,9 +29,9 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
 * **usage** (when asked, :meth:`Network.track_usage`): the bytes each WAN direction carried
   per interval, for ``links.parquet`` (:mod:`pddbench.twin.outputs`).
 
-Not modelled: the congestion window of a warm but application-limited connection (a small,
-sporadic transfer gets its fair share of the whole line at once here, where TCP needs several
-round trips: the check against the emulated WAN shows it on pdd's suffix transfers), TCP
+Not modelled: the congestion window of a warm but application-limited connection (a sporadic
+transfer gets its fair share of the whole line at once here; on the emulated WAN pdd's large,
+low-hit transfers reach about a quarter of it at low utilisation, see issue 27's note), TCP
 flows of different sizes sharing unequally, per-packet reordering, the socket buffers' drain
 during a stall, TCP's retransmission backoff after a downed link comes back (bytes resume at
 once), a cross flow's own slow start, two cross flows at once on one direction (the later
