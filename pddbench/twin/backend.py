@@ -32,7 +32,7 @@ from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import Journal, RequestRecord, finalize_journal
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
-from pddbench.twin.calibrate import LinkModelSource
+from pddbench.twin.calibrate import LinkModelFile, LinkModelSource
 from pddbench.twin.host import NONE, HostCosts
 from pddbench.twin.outputs import TwinOutputs, scrape_interval
 from pddbench.twin.prompts import server_hashes
@@ -62,6 +62,18 @@ def link_parameters(
         "schedule_changes": changes,
         "calibration": None if calibration is None else calibration.recorded(),
     }
+
+
+def twin_config(
+    scenario: Scenario, link_model: LinkModelFile | None = None
+) -> tuple[DeploymentConfig, NetworkConfig | None]:
+    """What the twin of ``scenario`` runs: its deployment, and its links at full scale (the
+    twin moves modelled bytes) with ``link_model``'s fitted ones in place of the configured."""
+    full = scenario.model_copy(update={"emulation_scale": 1.0})
+    net = full.network_config() if full.network is not None else None
+    if net is not None and link_model is not None:
+        net = link_model.network(net)
+    return full.deployment_config, net
 
 
 def replay_records(
@@ -141,14 +153,11 @@ class VirtualBackend:
     def drive_model(self, scenario: Scenario, run: Drive) -> ReplayOutcome:
         """The twin of ``scenario`` (its links at full scale, fitted ones in place of the
         configured ones with ``--link-model``) drives ``run`` into its folder."""
-        full = scenario.model_copy(update={"emulation_scale": 1.0})
-        net = full.network_config() if full.network is not None else None
-        if net is not None and self.link_model is not None:
-            net = self.link_model.model.network(net)
+        dep, net = twin_config(scenario, self.link_model.model if self.link_model else None)
         return drive_virtual(
             run.plan,
             run.options,
-            full.deployment_config,
+            dep,
             net,
             run.paths,
             run.manifest,

@@ -98,7 +98,11 @@ def fit_host_costs(
     hop's cost shows in later parts too — a PD router routes once the decoder's admission
     event is back — so a fit is repeated with the twin re-run on the last one until the
     residuals vanish); a hop never costs less than nothing."""
-    fits = hop_excess(emulated, virtual)
+    return costs_from(hop_excess(emulated, virtual), source, start)
+
+
+def costs_from(fits: list[HopFit], source: str, start: HostCosts = NONE) -> HostCosts:
+    """``start`` plus each hop's median residual in ``fits`` (never below nothing)."""
     pairs = min((f.pairs for f in fits if f.hop not in ("send_s", "landing_s")), default=0)
     values = {f.hop: max(0.0, getattr(start, f.hop) + f.median_s) for f in fits}
     return HostCosts(**values, requests=pairs, source=source)

@@ -4,7 +4,7 @@ Owns :func:`fit_run`: reads an emulated replay's run folder (its manifest's repl
 and scenario, its records), plans the same requests from the trace as the replay did,
 replays them through the twin (with a link-model file's links and host costs, when given)
 and fits :class:`~pddbench.twin.host.HostCosts` hop by hop, paired by request id
-(:func:`~pddbench.twin.host.fit_host_costs`); a hop's cost shows in later parts too, so
+(:func:`~pddbench.twin.host.costs_from`); a hop's cost shows in later parts too, so
 the twin is re-run with each fit and the residuals added, round after round. Must not run
 an emulated replay or write the file (``pddbench twin fit-host`` does).
 """
@@ -23,16 +23,16 @@ from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario, load_scenario
 from pddbench.harness.drive.replay import prepare
 from pddbench.harness.rundir.manifest import RunManifest
-from pddbench.twin.backend import replay_records
+from pddbench.twin.backend import replay_records, twin_config
 from pddbench.twin.calibrate import LinkModelFile, Measured
-from pddbench.twin.host import NONE, HopFit, HostCosts, fit_host_costs, hop_excess
+from pddbench.twin.host import NONE, HopFit, HostCosts, costs_from, hop_excess
 from pddbench.workloads.traceio import Trace
 
 
 def host_only_file(run_dir: Path, scenario: Scenario | None = None) -> LinkModelFile:
     """A link-model file with no fitted links (the scenario's configured ones stand), for
     the host costs of a run whose scenario has no WAN to calibrate."""
-    manifest, _ = emulated_run(run_dir)
+    manifest = emulated_manifest(run_dir)
     name = scenario.name if scenario is not None else manifest.scenario_name
     measured = Measured(
         at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -59,9 +59,9 @@ class FitRound:
     residuals: list[HopFit]
 
 
-def emulated_run(run_dir: Path) -> tuple[RunManifest, pd.DataFrame]:
-    """The run folder's manifest and records; a one-line error unless it is a finished
-    emulated replay with its options recorded."""
+def emulated_manifest(run_dir: Path) -> RunManifest:
+    """The run folder's manifest; a one-line error unless it is a finished emulated replay
+    with its options recorded."""
     try:
         manifest = RunManifest.load(run_dir)
     except (OSError, ValueError) as exc:
@@ -76,7 +76,7 @@ def emulated_run(run_dir: Path) -> tuple[RunManifest, pd.DataFrame]:
     records = run_dir / "requests.parquet"
     if not records.exists():
         raise UserError(f"{run_dir} has no requests.parquet (pddbench finalize {run_dir})")
-    return manifest, pd.read_parquet(records)
+    return manifest
 
 
 def fit_run(
@@ -89,23 +89,19 @@ def fit_run(
 ) -> list[FitRound]:
     """The rounds of the fit (the last one's ``costs`` are the fit; its residuals, what
     is left); ``scenario``: the run's own built-in scenario unless given."""
-    manifest, emulated = emulated_run(run_dir)
+    manifest = emulated_manifest(run_dir)
+    emulated = pd.read_parquet(run_dir / "requests.parquet")
     assert manifest.replay is not None and manifest.replay.options is not None
     options = manifest.replay.options
     sc = scenario or load_scenario(manifest.scenario_name)
-    full = sc.model_copy(update={"emulation_scale": 1.0})
-    net = full.network_config() if full.network is not None else None
-    if net is not None and link_model is not None:
-        net = link_model.network(net)
+    dep, net = twin_config(sc, link_model)
     plan = prepare(trace, options)
     source = f"fitted on {run_dir.name} ({sc.name}, {len(emulated)} records)"
     costs = link_model.host if link_model is not None else NONE
     out: list[FitRound] = []
-    for _ in range(rounds):
-        records = replay_records(plan, options, full.deployment_config, net, host=costs)
-        virtual = pd.DataFrame([vars(r) for r in records])
-        out.append(FitRound(costs, hop_excess(emulated, virtual)))
-        costs = fit_host_costs(emulated, virtual, source, start=costs)
-    records = replay_records(plan, options, full.deployment_config, net, host=costs)
-    out.append(FitRound(costs, hop_excess(emulated, pd.DataFrame([vars(r) for r in records]))))
+    for k in range(rounds + 1):  # the last run only measures what the fit leaves
+        if k:
+            costs = costs_from(out[-1].residuals, source, start=costs)
+        records = replay_records(plan, options, dep, net, host=costs)
+        out.append(FitRound(costs, hop_excess(emulated, pd.DataFrame([vars(r) for r in records]))))
     return out

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pddbench.netem.slowstart import MSS, cold_transfer
@@ -342,25 +342,31 @@ class Direction:
         for f in done:
             f.drained(when)
 
+    def _segments(self, t0: float, t1: float) -> Iterator[tuple[float, float, float]]:
+        """(start, end, bulk rate) of each state the line is in over [t0, t1] (``t1`` may be
+        inf; the rate is 0 while the link is down)."""
+        i, t = self._state(t0), t0
+        n = len(self._times)
+        while t < t1:
+            until = min(t1, self._times[i + 1] if i + 1 < n else math.inf)
+            yield t, until, (self._params[i].bulk_rate if self._up[i] else 0.0)
+            i, t = i + 1, until
+
     def _count(self, t0: float, t1: float) -> None:
         """Usage: what the line carried over [t0, t1], state by state."""
         assert self.usage is not None
         if not self.timed:
             self.usage.spread(t0, t1, self.rate * (t1 - t0))
             return
-        i, t = self._state(t0), t0
-        while t < t1:
-            until = min(t1, self._times[i + 1] if i + 1 < len(self._times) else math.inf)
-            rate = self._params[i].bulk_rate if self._up[i] else 0.0
+        for t, until, rate in self._segments(t0, t1):
             if rate > 0:
                 self.usage.spread(t, until, rate * (until - t))
-            i, t = i + 1, until
 
     def _capacity(self, t0: float, t1: float) -> float:
         """Bytes the bulk class carries over [t0, t1] (each state at its rate; 0 while down)."""
         if not self.timed:
             return self.rate * (t1 - t0)
-        return self.mean_line_bytes_per_s(t0, t1) * (t1 - t0)
+        return sum(rate * (until - t) for t, until, rate in self._segments(t0, t1))
 
     def _time_for(self, t: float, nbytes: float) -> float:
         """When the bulk class, carrying from ``t``, has carried ``nbytes`` (inf: never)."""
@@ -368,33 +374,20 @@ class Direction:
             return t
         if not self.timed:
             return t + nbytes / self.rate
-        i = self._state(t)
         left = nbytes
-        n = len(self._times)
-        while True:
-            until = self._times[i + 1] if i + 1 < n else math.inf
-            rate = self._params[i].bulk_rate if self._up[i] else 0.0
+        for start, until, rate in self._segments(t, math.inf):
             if rate > 0:
-                can = rate * (until - t)
+                can = rate * (until - start)
                 if left <= can:
-                    return t + left / rate
+                    return start + left / rate
                 left -= can
-            if until == math.inf:
-                return math.inf  # down for good: never delivered
-            i, t = i + 1, until
+        return math.inf  # down for good: never delivered
 
     def mean_line_bytes_per_s(self, t0: float, t1: float) -> float:
         """The bulk class's mean rate over [t0, t1] (0 while down)."""
         if not self.timed:
             return self.rate
-        total = 0.0
-        i = self._state(t0)
-        t = t0
-        while t < t1:
-            until = min(t1, self._times[i + 1] if i + 1 < len(self._times) else math.inf)
-            total += (self._params[i].bulk_rate if self._up[i] else 0.0) * (until - t)
-            i, t = i + 1, until
-        return total / (t1 - t0)
+        return self._capacity(t0, t1) / (t1 - t0)
 
 
 def slow_start_extra_s(nbytes: float, p: PathParams) -> float:
@@ -499,12 +492,11 @@ class Network:
         """``nbytes`` of KV for ``flow`` from ``now`` (a cold connection's first bytes wait
         out the extra rounds slow start costs, unless the connections are pre-warmed)."""
         conn = (src.id, dst.id)
-        if not self.prewarmed and conn not in self._used:
-            self._used.add(conn)
-            extra = slow_start_extra_s(nbytes, flow.direction.p)
-            if extra > 0:
-                assert self.at is not None
-                self.at(now + extra, flow.direction.put, flow, now + extra, nbytes)
-                return
+        cold = not self.prewarmed and conn not in self._used
         self._used.add(conn)
-        flow.direction.put(flow, now, nbytes)
+        extra = slow_start_extra_s(nbytes, flow.direction.p) if cold else 0.0
+        if extra > 0:
+            assert self.at is not None
+            self.at(now + extra, flow.direction.put, flow, now + extra, nbytes)
+        else:
+            flow.direction.put(flow, now, nbytes)

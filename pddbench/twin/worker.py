@@ -81,11 +81,15 @@ class Sender:
         self.granted = False
         self.start = w.fab.sim.now
         self.flow: BulkFlow | None = None  # the KV stream (none for a fully cached prompt)
-        self.spans: list[list[float]] = []  # the flow's activity spans
         self.arrival = self.start
         self.off_wire = self.start  # the last byte's arrival (landing starts after it)
         self.cancelled = False
         self.complete = False  # every byte is on the line
+
+    @property
+    def spans(self) -> list[list[float]]:
+        """The KV stream's activity spans ([first byte on, last byte off] per stretch)."""
+        return self.flow.spans if self.flow is not None else []
 
     def available(self, computed: int) -> None:
         self.avail = max(self.avail, min(computed, self.prompt_len))
@@ -104,7 +108,6 @@ class Sender:
             nbytes = (self.avail - self.sent_to) * self.w.kvb
             if self.flow is None:
                 self.flow = fab.net.flow(self.w.inst, self.dst, self._drained)
-                self.spans = self.flow.spans
             fab.net.put(self.flow, now, self.w.inst, self.dst, nbytes)
         self.sent_to = self.avail
         if done:
