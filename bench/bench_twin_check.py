@@ -59,6 +59,8 @@ def pairs(emulated: Path, virtual: Path, uncalibrated: Path | None = None) -> No
             f"{e.trace_start_s / 3600:.2f} h): {len(e.records)} emulated / "
             f"{len(v.records)} virtual requests in the measured window"
         )
+        if e.excluded:  # the emulator fell behind: its figures are not a check
+            print(f"EMULATED POINT EXCLUDED by the ladder ({e.excluded}): not a valid check")
         print(render(compare(e, v, upoints.get(key))))
     for key in sorted(epoints.keys() ^ vpoints.keys()):
         print(f"\npoint {key}: only in one backend's folder; not compared")

@@ -71,6 +71,7 @@ class PointRun:
     load_scale: float
     records: pd.DataFrame  # the measured window's records (every status)
     attainment: float | None  # the point's SLA attainment (0-1), as the ladder judged it
+    excluded: str | None = None  # why the ladder excluded the point (the emulator fell behind)
 
 
 def load_point(folder: Path) -> PointRun:
@@ -83,12 +84,13 @@ def load_point(folder: Path) -> PointRun:
     df = pd.read_parquet(folder / "requests.parquet")
     start, end = point.warmup_s, point.warmup_s + point.point_s
     window = df[(df.intended_send_s >= start) & (df.intended_send_s < end)]
-    attainment = None
+    attainment = excluded = None
     verdict = folder / "capacity.json"
     if verdict.exists():
         points = json.loads(verdict.read_text()).get("points") or []
         if points:
             attainment = points[0].get("attainment")
+            excluded = points[0].get("excluded")
     backend = manifest.replay.backend if manifest.replay is not None else "emulated"
     return PointRun(
         folder,
@@ -99,6 +101,7 @@ def load_point(folder: Path) -> PointRun:
         float(manifest.load_scale or 0.0),
         window.reset_index(drop=True),
         attainment,
+        str(excluded) if excluded else None,
     )
 
 
