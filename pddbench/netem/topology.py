@@ -62,6 +62,7 @@ from pddbench.netem.schedule import (
 from pddbench.netem.shaping import shaping_requests
 from pddbench.netem.slowstart import COMPENSATION_ENV, Compensation, wan_paths
 from pddbench.netem.state import ProcessRecord, RunState, process_start_ticks
+from pddbench.netem.steering import all_cpus_mask, read_rps, steer_flows
 from pddbench.netem.tcp import (
     CONGESTION_ENV,
     RECORDED_KEYS,
@@ -248,6 +249,7 @@ class Topology:
             self.state.save()
         self._wire()
         self._tune_tcp()
+        self._steer_flows()
         self._shape_segments()
         self._shape_wan()
         self.state.save()
@@ -289,6 +291,25 @@ class Topology:
             self.notes.append(
                 "not writable in child namespaces (recorded, autotuning uses tcp_rmem/tcp_wmem): "
                 + ", ".join(sorted(self.tcp.write_errors))
+            )
+
+    def _steer_flows(self) -> None:
+        """RPS on every interface (:mod:`~pddbench.netem.steering`): the emulated path
+        keeps each flow's packets in order whichever CPU handles them. Recorded with the
+        TCP settings; a failure is a note, not fatal (the run may then see reordering)."""
+        mask = all_cpus_mask()
+        failed = {}
+        for name in self.plan.namespaces():
+            why = steer_flows(name, mask)
+            if why is not None:
+                failed[name] = why
+        probe_ns = self.plan.hosts[0].netns if self.plan.hosts else self.plan.switches[0].netns
+        self.tcp.values["rps_cpus"] = read_rps(probe_ns)
+        if failed:
+            name, why = next(iter(failed.items()))
+            self.notes.append(
+                f"receive packet steering not set in {len(failed)} namespace(s) ({name}: {why}):"
+                " packets of one flow may be reordered across CPUs"
             )
 
     def _shape_segments(self) -> None:

@@ -34,6 +34,7 @@ from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
 from pddbench.twin.calibrate import LinkModelFile, LinkModelSource
 from pddbench.twin.host import NONE, HostCosts
+from pddbench.twin.links import FlowCaps
 from pddbench.twin.outputs import TwinOutputs, scrape_interval
 from pddbench.twin.prompts import server_hashes
 from pddbench.twin.run import Twin, run_twin
@@ -84,6 +85,7 @@ def replay_records(
     *,
     seed: int = 0,
     host: HostCosts = NONE,
+    flow_caps: FlowCaps | None = None,
     observe: Callable[[Twin], None] | None = None,
 ) -> list[RequestRecord]:
     """``plan`` through the twin of ``dep`` under ``options`` (the client's error policy,
@@ -106,6 +108,7 @@ def replay_records(
         send_until_s=options.max_duration_s,
         request_limit_s=options.api.request_timeout_s,
         host=host,
+        flow_caps=flow_caps,
         observe=observe,
     )
 
@@ -130,7 +133,10 @@ def drive_virtual(
     manifest.clock = VIRTUAL_CLOCK
     outputs = TwinOutputs(scrape_interval(plan.requests))
     host = calibration.model.host if calibration is not None else NONE
-    records = replay_records(plan, options, dep, net, seed=seed, host=host, observe=outputs.attach)
+    caps = calibration.model.flow_caps() if calibration is not None else None
+    records = replay_records(
+        plan, options, dep, net, seed=seed, host=host, flow_caps=caps, observe=outputs.attach
+    )
     with Journal(paths.journal) as journal:
         for rec in records:
             journal.append(rec)

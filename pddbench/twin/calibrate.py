@@ -17,12 +17,24 @@ connection (:class:`TransferSample`, the sizes the trace's KV transfers have):
   when neither has one);
 * **jitter** — the RTT's standard deviation as the sum of two uniform jitters
   (``std² = (J_ab² + J_ba²) / 3``), split in the ratio of the configured jitters' squares;
-* **rate** — the least-squares line ``seconds = setup + bytes / rate`` through the
-  transfers (at least two sizes), else the steady goodput; rates and bytes are put back at
-  scale 1 (``× scale``: the emulated link carried 1/scale of the modelled bytes at
-  1/scale of the rate, in the same time). ``setup_ms`` beyond the fitted delay is kept in
-  the file as ``overhead_ms``: the twin's model has no per-transfer overhead beyond the
-  delay, so it is reported, not applied.
+* **rate** (the line: what the bulk class carries between all its flows) — the steady
+  bulk goodput, measured with the probe's congestion control (BBR where the kernel has it:
+  it asks what the *link* carries); without one, the transfers' line below;
+* **flow rate** (one warm KV connection's most) — the least-squares line ``seconds =
+  setup + bytes / rate`` through the transfers (at least two sizes), timed with the
+  congestion control the reference servers' KV connections use (``[network]
+  tcp_congestion``). Where it is below the line it caps each flow's share in the twin
+  (:meth:`LinkModelFile.flow_caps`: ``n`` flows carry ``min(line, n × flow rate)``, a
+  window-bound connection adding its own rate until the line is the bound). Measured here
+  (CUBIC, ±3 ms jitter, 1/100, no loss and no retransmission during the transfers): a
+  freshly warmed connection carries ~40 MB/s of a 125 MB/s line, BBR ~89 % — HyStart
+  leaves slow start early on the jittery RTT, and CUBIC grows its window only while the
+  window, not the application, limits the sender.
+
+Rates and bytes are put back at scale 1 (``× scale``: the emulated link carried 1/scale of
+the modelled bytes at 1/scale of the rate, in the same time). ``setup_ms`` beyond the
+fitted delay is kept in the file as ``overhead_ms``: the twin's model has no per-transfer
+overhead beyond the delay, so it is reported, not applied.
 
 The file also carries the emulated deployment's host costs per hop
 (:class:`~pddbench.twin.host.HostCosts`, fitted by ``pddbench twin fit-host`` from an
@@ -69,8 +81,10 @@ class DirectionFit(_Model):
     direction: Direction
     delay_ms: float = Field(ge=0)
     jitter_ms: float = Field(ge=0)
-    rate_mbit: float = Field(gt=0)
+    rate_mbit: float = Field(gt=0)  # the line's (every bulk flow together)
     rate_source: Literal["transfers", "goodput"]
+    # one warm KV connection's (the transfers' line; a cap on each flow where below the line)
+    flow_rate_mbit: float | None = Field(default=None, gt=0)
     setup_ms: float | None = None  # the transfer line's intercept
     overhead_ms: float | None = None  # setup beyond the fitted delay (not applied)
     goodput_mbit: float | None = None  # the steady bulk goodput (scale 1)
@@ -88,7 +102,8 @@ class Measured(_Model):
     kernel: str
     scenario: str
     scale: float = Field(gt=0)  # the emulated network's scale during the measurements
-    congestion: str = ""  # TCP congestion control of the bulk flows
+    congestion: str = ""  # TCP congestion control of the timed KV transfers (the servers')
+    probe_congestion: str = ""  # of the goodput probe ("" in files that predate the split)
     kv_bytes_per_token: int | None = None
     transfer_sizes_tokens: list[int] = Field(default_factory=list)
 
@@ -109,6 +124,16 @@ class LinkModelFile(_Model):
             if (d.link, d.direction) == (link, direction):
                 return d
         return None
+
+    def flow_caps(self) -> dict[tuple[str, Direction], float]:
+        """One warm KV connection's most per WAN direction, bytes/s at scale 1, where it is
+        below the line (the twin's :class:`~pddbench.twin.links.Direction` caps each
+        flow's share at it)."""
+        return {
+            (d.link, d.direction): d.flow_rate_mbit * 1e6 / 8
+            for d in self.directions
+            if d.flow_rate_mbit is not None and d.flow_rate_mbit < d.rate_mbit
+        }
 
     def network(self, net: NetworkConfig) -> NetworkConfig:
         """``net`` with every fitted direction's rate, delay and jitter in place of the
@@ -212,15 +237,17 @@ def fit_link(
         line = fit_line(samples)
         good = goodputs[d]
         good_1 = None if good is None else good * scale
-        setup_ms = overhead_ms = None
+        setup_ms = overhead_ms = flow = None
         if line is not None:
             setup, rate_bps = line
-            rate = rate_bps * scale * 8 / 1e6
-            source: Literal["transfers", "goodput"] = "transfers"
+            flow = rate_bps * scale * 8 / 1e6
             setup_ms = setup * 1000
             overhead_ms = setup_ms - delays[d]
-        elif good_1 is not None and good_1 > 0:
+        source: Literal["transfers", "goodput"]
+        if good_1 is not None and good_1 > 0:
             rate, source = good_1, "goodput"
+        elif flow is not None:
+            rate, source, flow = flow, "transfers", None
         else:
             raise UserError(f"{link.link_name} {d}: neither transfers nor a goodput to fit")
         out.append(
@@ -231,6 +258,7 @@ def fit_link(
                 jitter_ms=jitters[d],
                 rate_mbit=rate,
                 rate_source=source,
+                flow_rate_mbit=flow,
                 setup_ms=setup_ms,
                 overhead_ms=overhead_ms,
                 goodput_mbit=good_1,

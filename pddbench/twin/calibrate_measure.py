@@ -4,7 +4,8 @@ Owns :func:`calibrate`: bring the scenario's network up (:class:`~pddbench.netem
 Topology`, at the scale a replay of it would use), probe every WAN link as ``pddbench netem
 probe`` does (RTT quantiles from a UDP ping-pong, a steady bulk TCP goodput each way), time
 warm-connection transfers of the trace's KV sizes each way (:class:`~pddbench.netem.
-transfer.Pair`, the way ``bench_netem`` times a transfer engine's peer connection), tear
+transfer.Pair`, the way ``bench_netem`` times a transfer engine's peer connection, with the
+congestion control the reference servers' KV connections use), tear
 the network down, and fit (:func:`~pddbench.twin.calibrate.fit_link`). Must not decide the
 fit, nor run without the topology's own root check.
 """
@@ -46,7 +47,8 @@ def calibrate(
     fits: list[DirectionFit] = []
     probes = []
     with Topology.up(net, label=f"calibrate-{scenario}") as topo:
-        congestion = topo.probe_congestion()
+        probe_congestion = topo.probe_congestion()  # the link's own rate: BBR where it can
+        congestion = net.tcp_congestion  # the KV transfers: as the servers' connections run
         for probe in topo.probe(samples=samples, bulk_seconds=bulk_seconds):
             probes.append(probe)
             echo(
@@ -85,6 +87,7 @@ def calibrate(
         scenario=scenario,
         scale=scale,
         congestion=congestion,
+        probe_congestion=probe_congestion,
         kv_bytes_per_token=kv_bytes_per_token,
         transfer_sizes_tokens=sizes_tokens,
     )

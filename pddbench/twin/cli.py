@@ -77,11 +77,18 @@ def calibrate(
     path = out or Path("results") / f"link-model-{sc.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
+    caps = model.flow_caps()
     for d in model.directions:
         click.echo(
             f"{d.link} {d.direction}: delay {d.delay_ms:.2f} ms (configured"
             f" {d.configured_delay_ms:g}), jitter {d.jitter_ms:.2f} ms, rate {d.rate_mbit:.0f}"
             f" Mbit/s from {d.rate_source} (configured {d.configured_rate_mbit})"
+            + (
+                f"; one {model.measured.congestion} KV connection {d.flow_rate_mbit:.0f} Mbit/s"
+                " (each flow's cap)"
+                if (d.link, d.direction) in caps
+                else ""
+            )
         )
     click.echo(f"wrote {path}")
 

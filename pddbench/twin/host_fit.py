@@ -98,10 +98,11 @@ def fit_run(
     plan = prepare(trace, options)
     source = f"fitted on {run_dir.name} ({sc.name}, {len(emulated)} records)"
     costs = link_model.host if link_model is not None else NONE
+    caps = link_model.flow_caps() if link_model is not None else None
     out: list[FitRound] = []
     for k in range(rounds + 1):  # the last run only measures what the fit leaves
         if k:
             costs = costs_from(out[-1].residuals, source, start=costs)
-        records = replay_records(plan, options, dep, net, host=costs)
+        records = replay_records(plan, options, dep, net, host=costs, flow_caps=caps)
         out.append(FitRound(costs, hop_excess(emulated, pd.DataFrame([vars(r) for r in records]))))
     return out

@@ -13,7 +13,9 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
   direction's line fairly** while they have bytes to send, as TCP flows through one
   bottleneck do (processor sharing: each of ``n`` active flows drains at ``rate / n``; a
   flow whose sender has nothing more yet leaves the share), so a transfer that starts while
-  others run slows them all rather than waiting behind them;
+  others run slows them all rather than waiting behind them; with a calibrated **flow
+  cap** (one warm connection's most, where its congestion window rather than the line
+  bounds it: :data:`FlowCaps`) each flow drains at ``min(rate / n, cap)``;
 * **slow start** on a cold connection (:func:`pddbench.netem.slowstart.cold_transfer`: the
   extra rounds a cold window costs over a warm one), unless the senders' connections are
   pre-warmed (the harness's default: a transfer engine keeps its peers warm);
@@ -29,10 +31,10 @@ Owns, per direction of each path (an in-DC segment pair, or segment + WAN link +
 * **usage** (when asked, :meth:`Network.track_usage`): the bytes each WAN direction carried
   per interval, for ``links.parquet`` (:mod:`pddbench.twin.outputs`).
 
-Not modelled: the congestion window of a warm but application-limited connection (a sporadic
-transfer gets its fair share of the whole line at once here; on the emulated WAN pdd's large,
-low-hit transfers reach about a quarter of it at low utilisation, see issue 27's note), TCP
-flows of different sizes sharing unequally, per-packet reordering, the socket buffers' drain
+Not modelled: how a connection's window changes over a run (the cap is a freshly warmed
+connection's; CUBIC grows it only while the window, not the application, limits the sender,
+and cuts it on loss), a window's first burst at line rate, TCP flows of different sizes
+sharing unequally, per-packet reordering, the socket buffers' drain
 during a stall, TCP's retransmission backoff after a downed link comes back (bytes resume at
 once), a cross flow's own slow start, two cross flows at once on one direction (the later
 one's start and stop win). Parameters come from the scenario's ``[network]`` at scale 1 (the
@@ -45,7 +47,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pddbench.netem.slowstart import MSS, cold_transfer
@@ -198,6 +200,10 @@ class Usage:
 
 
 DRAINED_BYTES = 1e-3  # a flow this close to empty has drained (float rounding)
+# one warm KV connection's most on a WAN direction, bytes/s at scale 1, where its congestion
+# window rather than the line bounds it (a calibrated link model's,
+# :meth:`pddbench.twin.calibrate.LinkModelFile.flow_caps`)
+FlowCaps = Mapping[tuple[str, LinkDirection], float]
 Schedule = Callable[..., None]
 
 
@@ -224,10 +230,15 @@ class Direction:
     on a WAN direction with a schedule, its states over time."""
 
     def __init__(
-        self, params: PathParams, seed: str, timeline: list[tuple[float, PathParams, bool]]
+        self,
+        params: PathParams,
+        seed: str,
+        timeline: list[tuple[float, PathParams, bool]],
+        flow_cap: float = math.inf,
     ) -> None:
         self.p = params
         self.rate = params.bulk_rate
+        self.cap = flow_cap  # one connection's most, bytes/s (inf: the line is the bound)
         self.last_control = 0.0  # control rides TCP connections: delivered in order
         self.active: list[BulkFlow] = []  # flows with bytes on the line, in joining order
         self._t = 0.0  # the instant the flows' bytes left were counted at
@@ -305,10 +316,10 @@ class Direction:
         self._t = now
         if not self.active:
             return
-        carried = self._capacity(t, now)
-        if self.usage is not None and math.isfinite(carried):
-            self._count(t, now)
-        share = carried / len(self.active)
+        n = len(self.active)
+        share = self._carried(t, now, n)
+        if self.usage is not None and math.isfinite(share):
+            self._count(t, now, n)
         for f in self.active:
             f.left -= share
 
@@ -318,7 +329,7 @@ class Direction:
         if not self.active:
             return
         least = min(f.left for f in self.active)
-        when = self._time_for(now, max(0.0, least) * len(self.active))
+        when = self._time_for(now, max(0.0, least), len(self.active))
         if math.isfinite(when):
             assert self.at is not None, "bulk flows need the twin's clock (Network.at)"
             self.at(when, self._tick, self._gen, when)
@@ -332,7 +343,7 @@ class Direction:
         done = [
             f
             for f in self.active
-            if f.left <= DRAINED_BYTES or self._time_for(when, f.left * n) <= when
+            if f.left <= DRAINED_BYTES or self._time_for(when, f.left, n) <= when
         ]
         for f in done:
             self.active.remove(f)
@@ -352,34 +363,45 @@ class Direction:
             yield t, until, (self._params[i].bulk_rate if self._up[i] else 0.0)
             i, t = i + 1, until
 
-    def _count(self, t0: float, t1: float) -> None:
-        """Usage: what the line carried over [t0, t1], state by state."""
+    def _flow_rate(self, line: float, n: int) -> float:
+        """One of ``n`` active flows' rate on a line of ``line`` bytes/s: an equal share
+        of the line, at most a connection's own (:attr:`cap`)."""
+        share = line / n
+        return share if share < self.cap else self.cap
+
+    def _count(self, t0: float, t1: float, n: int) -> None:
+        """Usage: what ``n`` flows carried over [t0, t1], state by state."""
         assert self.usage is not None
         if not self.timed:
-            self.usage.spread(t0, t1, self.rate * (t1 - t0))
+            self.usage.spread(t0, t1, n * self._flow_rate(self.rate, n) * (t1 - t0))
             return
         for t, until, rate in self._segments(t0, t1):
             if rate > 0:
-                self.usage.spread(t, until, rate * (until - t))
+                self.usage.spread(t, until, n * self._flow_rate(rate, n) * (until - t))
 
-    def _capacity(self, t0: float, t1: float) -> float:
-        """Bytes the bulk class carries over [t0, t1] (each state at its rate; 0 while down)."""
+    def _carried(self, t0: float, t1: float, n: int) -> float:
+        """Bytes one of ``n`` flows carries over [t0, t1] (each state at its rate; 0 while
+        down)."""
         if not self.timed:
-            return self.rate * (t1 - t0)
-        return sum(rate * (until - t) for t, until, rate in self._segments(t0, t1))
+            return self._flow_rate(self.rate, n) * (t1 - t0)
+        return sum(
+            self._flow_rate(rate, n) * (until - t) for t, until, rate in self._segments(t0, t1)
+        )
 
-    def _time_for(self, t: float, nbytes: float) -> float:
-        """When the bulk class, carrying from ``t``, has carried ``nbytes`` (inf: never)."""
+    def _time_for(self, t: float, nbytes: float, n: int = 1) -> float:
+        """When one of ``n`` flows, carrying from ``t``, has carried ``nbytes`` (inf:
+        never)."""
         if nbytes <= 0:
             return t
         if not self.timed:
-            return t + nbytes / self.rate
+            return t + nbytes / self._flow_rate(self.rate, n)
         left = nbytes
         for start, until, rate in self._segments(t, math.inf):
             if rate > 0:
-                can = rate * (until - start)
+                r = self._flow_rate(rate, n)
+                can = r * (until - start)
                 if left <= can:
-                    return start + left / rate
+                    return start + left / r
                 left -= can
         return math.inf  # down for good: never delivered
 
@@ -387,7 +409,8 @@ class Direction:
         """The bulk class's mean rate over [t0, t1] (0 while down)."""
         if not self.timed:
             return self.rate
-        return self._capacity(t0, t1) / (t1 - t0)
+        line = sum(rate * (until - t) for t, until, rate in self._segments(t0, t1))
+        return line / (t1 - t0)
 
 
 def slow_start_extra_s(nbytes: float, p: PathParams) -> float:
@@ -402,10 +425,17 @@ class Network:
     """Every direction between the deployment's instances (the router included)."""
 
     def __init__(
-        self, dep: DeploymentConfig, net: NetworkConfig | None, seed: int, *, prewarmed: bool
+        self,
+        dep: DeploymentConfig,
+        net: NetworkConfig | None,
+        seed: int,
+        *,
+        prewarmed: bool,
+        flow_caps: FlowCaps | None = None,
     ) -> None:
         self.dep = dep
         self.net = net
+        self.flow_caps = flow_caps or {}
         self.seed = seed
         self.prewarmed = prewarmed
         self._dirs: dict[tuple[str, str], Direction] = {}
@@ -438,6 +468,13 @@ class Network:
         link, d = found
         return self.timelines[(link.link_name, d)]
 
+    def _flow_cap(self, src: InstanceConfig, dst: InstanceConfig) -> float:
+        found = self._wan_link(src.datacenter, dst.datacenter)
+        if found is None:
+            return math.inf
+        link, d = found
+        return self.flow_caps.get((link.link_name, d), math.inf)
+
     def params(self, src: InstanceConfig, dst: InstanceConfig) -> PathParams:
         """The path's configured parameters (at the run's start)."""
         net = self.net
@@ -461,7 +498,9 @@ class Network:
             timeline: list[tuple[float, PathParams, bool]] = []
             if line is not None and self.net is not None:
                 timeline = [(s.t_s, wan_params(s, self.net.segment), s.up) for s in line]
-            d = Direction(self.params(src, dst), f"{self.seed}:{key}", timeline)
+            d = Direction(
+                self.params(src, dst), f"{self.seed}:{key}", timeline, self._flow_cap(src, dst)
+            )
             d.at = self.at
             if line is not None and self.usage_s is not None:
                 d.usage = Usage(self.usage_s)

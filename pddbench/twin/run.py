@@ -24,7 +24,7 @@ from pddbench.servers.flow_core import Tally
 from pddbench.servers.router_core import RouterCore
 from pddbench.twin.front import TwinFlow
 from pddbench.twin.host import NONE, HostCosts
-from pddbench.twin.links import Network
+from pddbench.twin.links import FlowCaps, Network
 from pddbench.twin.sim import Sim
 from pddbench.twin.worker import TwinWorker
 
@@ -42,11 +42,12 @@ class Twin:
         seed: int = 0,
         prewarmed: bool = True,
         host: HostCosts = NONE,
+        flow_caps: FlowCaps | None = None,
     ) -> None:
         self.sim = Sim()
         self.dep = dep
         self.host = host  # the emulated deployment's host costs (none: the hardware's twin)
-        self.net = Network(dep, net, seed, prewarmed=prewarmed)
+        self.net = Network(dep, net, seed, prewarmed=prewarmed, flow_caps=flow_caps)
         self.net.at = self.sim.at  # the bulk flows' drain events run on the twin's clock
         self.router = dep.router
         self.core = RouterCore(dep)
@@ -81,6 +82,7 @@ def run_twin(
     send_until_s: float | None = None,
     request_limit_s: float | None = None,
     host: HostCosts = NONE,
+    flow_caps: FlowCaps | None = None,
     observe: Callable[[Twin], None] | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
@@ -89,11 +91,13 @@ def run_twin(
     and what is in flight finishes, as the asyncio client's duration cap does; with
     ``request_limit_s`` (the client's whole-request limit) a request still unanswered that
     long after its send is cut and recorded censored, as the client does. ``host``: the
-    emulated deployment's host costs (:mod:`pddbench.twin.host`; none: the hardware's twin).
+    emulated deployment's host costs (:mod:`pddbench.twin.host`; none: the hardware's twin);
+    ``flow_caps``: one warm KV connection's most per WAN direction (a calibrated
+    link model's).
     ``observe``: called with the twin before its clock starts (the outputs' samplers). With
     ``on_record`` each record goes to it as it completes instead (a journal writer: a whole
     trace's records do not fit in memory) and the list returned is empty."""
-    twin = Twin(dep, net, seed=seed, host=host)
+    twin = Twin(dep, net, seed=seed, host=host, flow_caps=flow_caps)
     if observe is not None:
         observe(twin)
     twin.cached_theoretical = cached_theoretical

@@ -24,6 +24,7 @@ from pddbench.errors import UserError
 from pddbench.netem import nsutil
 from pddbench.netem.cleanup import cleanup
 from pddbench.netem.probe import Endpoint, measure_rtt
+from pddbench.netem.steering import all_cpus_mask, read_rps
 from pddbench.netem.tcp import get_congestion, set_congestion
 from pddbench.netem.topology import Topology, guard_client_namespace
 from pddbench.netem.topology_config import NetworkConfig
@@ -38,6 +39,8 @@ pytestmark = [needs_root, pytest.mark.root]
 # figures are for bench/bench_netem.py.
 EARLY_MS = 0.5  # the lead offsets the fastest stage pass: a faster pass comes out a little early
 SLACK_MS = 10.0
+# the root namespace's own loopback RPS before any topology exists (it must stay so)
+_ROOT_LO_RPS = Path("/sys/class/net/lo/queues/rx-0/rps_cpus").read_text().strip()
 
 DELAY_MS = 5.0
 RATE_MBIT = 200.0
@@ -151,6 +154,17 @@ def test_tcp_buffers_and_congestion_recorded(topo: Topology) -> None:
             return name
 
     assert nsutil.run_in_netns(topo.netns("p0"), sock_in_ns) == "cubic"
+
+
+def test_every_interface_steers_each_flow_to_one_cpu(topo: Topology) -> None:
+    """RPS on every receive queue of every namespace (packets of one flow never reorder
+    across CPUs); recorded with the TCP settings; the root namespace is not touched."""
+    mask = all_cpus_mask()
+    assert topo.tcp.values["rps_cpus"] == mask
+    for name in topo.plan.namespaces():
+        assert read_rps(name) == mask, name
+    root = Path("/sys/class/net/lo/queues/rx-0/rps_cpus").read_text().strip()
+    assert root == _ROOT_LO_RPS
 
 
 def test_bulk_marked_traffic_does_not_delay_control_traffic(topo: Topology, tmp_path: Path) -> None:

@@ -70,8 +70,9 @@ def test_the_fit_recovers_a_line_and_puts_it_back_at_scale_1() -> None:
         "b_to_a": _line(0.0155, 118.75e6, sizes),
     }
     ab, ba = fit_link(link, _probe(30.4, 2.5, 940.0), transfers, SCALE)
-    assert ab.rate_source == "transfers" and ab.rate_mbit == pytest.approx(95_000.0)
-    assert ba.rate_mbit == pytest.approx(95_000.0)
+    # the line is the goodput's; one connection fills it, so no cap per flow
+    assert ab.rate_source == "goodput" and ab.rate_mbit == pytest.approx(94_000.0)
+    assert ba.rate_mbit == pytest.approx(94_000.0) and ab.flow_rate_mbit == pytest.approx(95_000)
     assert ab.delay_ms == pytest.approx(15.2) and ba.delay_ms == pytest.approx(15.2)  # equal
     # std² = (J_ab² + J_ba²) / 3 with equal configured jitters: J = std · sqrt(3/2)
     assert ab.jitter_ms == pytest.approx(2.5 * 1.5**0.5)
@@ -85,9 +86,29 @@ def test_one_size_falls_back_to_the_goodput_and_nothing_is_refused() -> None:
     one = {"a_to_b": _line(0.016, 1e8, [1_000_000] * 3)}
     ab, ba = fit_link(link, _probe(30.0, 0.0, 900.0), one, SCALE)
     assert ab.rate_source == ba.rate_source == "goodput" and ab.rate_mbit == 90_000.0
-    assert ab.jitter_ms == 0.0
-    with pytest.raises(UserError, match="neither transfers nor a goodput"):
-        fit_link(link, _probe(30.0, 0.0, None), {}, SCALE)
+    assert ab.jitter_ms == 0.0 and ab.flow_rate_mbit is None
+    # no goodput: the transfers' line is the line, and nothing caps a flow below it
+    sizes = {d: _line(0.016, 1e8, [10**6, 10**7]) for d in ("a_to_b", "b_to_a")}
+    ab, _ = fit_link(link, _probe(30.0, 0.0, None), sizes, SCALE)
+    assert ab.rate_source == "transfers" and ab.rate_mbit == pytest.approx(80_000.0)
+    assert ab.flow_rate_mbit is None  # it is the line
+
+
+def test_a_connection_below_the_line_caps_each_flow() -> None:
+    """One CUBIC connection carried 400 of a 950 Mbit/s line (scaled) one way, the line
+    the other: the fit keeps the flow rate both ways, at scale 1, and the file caps flows
+    only where the connection, not the line, was the bound."""
+    link = _net().links[0]
+    transfers = {
+        "a_to_b": _line(0.010, 50e6, [10**6, 10**7]),  # 400 Mbit/s
+        "b_to_a": _line(0.010, 118.75e6, [10**6, 10**7]),  # 950 Mbit/s
+    }
+    ab, ba = fit_link(link, _probe(30.0, 0.0, 950.0), transfers, SCALE)
+    assert ab.rate_mbit == ba.rate_mbit == pytest.approx(95_000.0)
+    assert ab.flow_rate_mbit == pytest.approx(40_000) and ba.flow_rate_mbit == pytest.approx(95_000)
+    measured = Measured(at="t", host="h", kernel="k", scenario="pdd", scale=SCALE)
+    model = LinkModelFile(measured=measured, directions=[ab, ba])
+    assert model.flow_caps() == {("wan", "a_to_b"): pytest.approx(5e9)}
 
 
 def test_transfer_sizes_are_the_traces_prompt_length_quantiles() -> None:
@@ -111,7 +132,9 @@ def test_the_file_round_trips_and_folds_into_the_network(tmp_path: Path) -> None
     source = load_link_model(_model(tmp_path))
     net = source.model.network(_net())
     ab, ba = net.links[0].shape("a_to_b"), net.links[0].shape("b_to_a")
-    assert ab.rate_mbit == pytest.approx(50_000.0) and ba.rate_mbit == pytest.approx(60_000.0)
+    assert ab.rate_mbit == ba.rate_mbit == pytest.approx(60_000.0)  # the line: the goodput
+    # a_to_b's connection carries 500 of the line's 600 Mbit/s (scaled): each flow's cap
+    assert source.model.flow_caps() == {("wan", "a_to_b"): pytest.approx(50e9 / 8)}
     assert ab.delay_ms == ba.delay_ms == pytest.approx(20.0)
     assert ab.loss_pct == 0.0 and net.schedule == _net().schedule
     bad = tmp_path / "bad.json"
@@ -132,11 +155,12 @@ def test_a_virtual_run_uses_and_records_the_link_model(tmp_path: Path) -> None:
     saved = json.loads((paths.root / "manifest.json").read_text())
     links = saved["replay"]["link_model"]
     assert links["paths"]["p0->md0"]["delay_s"] == pytest.approx(0.020 + 2 * 5e-6)
-    assert links["paths"]["p0->md0"]["rate_bytes_per_s"] == pytest.approx(50e9 / 8)
+    assert links["paths"]["p0->md0"]["rate_bytes_per_s"] == pytest.approx(60e9 / 8)
     calibration = links["calibration"]
     assert calibration["file"] == str(source.path)
     assert calibration["measured"]["at"] == "2026-12-04T17:30:00+00:00"
-    assert [f["rate_source"] for f in calibration["fits"]] == ["transfers", "goodput"]
+    assert [f["rate_source"] for f in calibration["fits"]] == ["goodput", "goodput"]
+    assert [f["flow_rate_mbit"] for f in calibration["fits"]] == [pytest.approx(50_000.0), None]
 
 
 def _pddbench(*args: str, drop: list[str] = ()) -> subprocess.CompletedProcess[str]:  # type: ignore[assignment]

@@ -159,3 +159,33 @@ def test_a_flow_fed_in_chunks_leaves_the_share_while_it_waits_for_its_next_chunk
     assert drains[0] == pytest.approx(0.15, rel=1e-9)
     assert drains[1] == pytest.approx(1.2, rel=1e-9)
     assert other[0] == pytest.approx(1.2, rel=1e-9)
+
+
+def test_a_connection_below_the_line_is_capped_and_the_line_shared_above_it() -> None:
+    """A calibrated flow cap (one warm connection's most: its window over the RTT): on a
+    100 MB/s line with a 40 MB/s cap, 100 MB alone takes 2.5 s, not 1 s; two flows carry
+    40 MB/s each (the line is not their bound); three share the line at 33.3 MB/s each.
+    The line's usage counts what the flows carried, not the line's rate."""
+    dep, net = pdd(WanSchedule())
+    caps = {("wan", "a_to_b"): 40 * MB}
+    network = Network(dep, net, 0, prewarmed=True, flow_caps=caps)
+    sim = Sim()
+    network.at = sim.at
+    network.track_usage(1.0)
+    alone = transfer(network, sim, 0.0, 100 * MB)
+    sim.run()
+    assert alone[0] == pytest.approx(2.5, rel=1e-12)
+    d = network.wan_direction("wan", "a_to_b")
+    assert d is not None and d.usage is not None
+    assert {k: round(v / MB, 6) for k, v in sorted(d.usage.bulk.items())} == {0: 40, 1: 40, 2: 20}
+
+    network = Network(dep, net, 0, prewarmed=True, flow_caps=caps)
+    sim = Sim()
+    network.at = sim.at
+    two = [transfer(network, sim, 0.0, 40 * MB) for _ in range(2)]
+    three = [transfer(network, sim, 5.0, 100 * MB / 3) for _ in range(3)]
+    back = transfer(network, sim, 0.0, 100 * MB, "md0", "p0")  # no cap that way
+    sim.run()
+    assert [t[0] for t in two] == [pytest.approx(1.0, rel=1e-12)] * 2
+    assert [t[0] for t in three] == [pytest.approx(6.0, rel=1e-12)] * 3
+    assert back[0] == pytest.approx(1.0, rel=1e-12)
