@@ -8,7 +8,9 @@ virtual`` into ``--out``, then prints the figures issue 27's bars compare
 share, relayed requests, WAN bytes, MD/D hit rate, the TTFT parts' means) with each
 figure's tolerance and verdict. With ``--link-model FILE`` (``pddbench twin calibrate``,
 then ``pddbench twin fit-host``) the twin judged is the calibrated one, and the twin of the
-hardware (the scenario's configured links, no host costs) is shown beside it.
+hardware (the scenario's configured links, no host costs) is shown beside it;
+``--link-model SCENARIO=FILE`` gives one scenario its own file (``pddbench twin
+fit-windows`` fits a deployment's own KV connections, which differ between deployments).
 ``--reuse`` keeps point folders already in ``--out``; ``--emulated DIR --virtual DIR
 [--uncalibrated DIR]`` compares existing capacity (or point) folders instead. Figures
 only; no pass/fail exit status.
@@ -72,7 +74,12 @@ def main() -> int:
     ap.add_argument("--scenario", action="append", default=[])
     ap.add_argument("--start", type=float, default=4.0, help="the ladder's --start (x4: rung 1)")
     ap.add_argument("--out", type=Path, default=Path("twin-check"))
-    ap.add_argument("--link-model", type=Path, help="the twin's calibration (links, host costs)")
+    ap.add_argument(
+        "--link-model",
+        action="append",
+        default=[],
+        help="the twin's calibration (links, host costs): FILE, or SCENARIO=FILE for one scenario",
+    )
     ap.add_argument("--reuse", action="store_true", help="keep points already in --out")
     ap.add_argument("--emulated", type=Path, help="an emulated capacity folder to compare")
     ap.add_argument("--virtual", type=Path, help="... with this virtual one")
@@ -83,11 +90,14 @@ def main() -> int:
         return 0
     if args.trace is None or not args.scenario:
         ap.error("give --trace and --scenario (or --emulated DIR --virtual DIR)")
+    models = dict(m.split("=", 1) if "=" in m else ("", m) for m in args.link_model)
     for s in args.scenario:
         tag = f"{s}-x{args.start:g}"
+        found = models.get(s, models.get(""))
+        model = Path(found) if found else None
         runs = {"emulated": (args.out / f"emulated-{tag}", "emulated", None)}
-        runs["virtual"] = (args.out / f"virtual-{tag}", "virtual", args.link_model)
-        if args.link_model is not None:
+        runs["virtual"] = (args.out / f"virtual-{tag}", "virtual", model)
+        if model is not None:
             runs["uncalibrated"] = (args.out / f"uncalibrated-{tag}", "virtual", None)
         for folder, backend, model in runs.values():
             if not (args.reuse and point_folders(folder)):

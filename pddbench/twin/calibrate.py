@@ -23,7 +23,9 @@ connection (:class:`TransferSample`, the sizes the trace's KV transfers have):
 * **flow rate** (one warm KV connection's most) — the least-squares line ``seconds =
   setup + bytes / rate`` through the transfers (at least two sizes), timed with the
   congestion control the reference servers' KV connections use (``[network]
-  tcp_congestion``). Where it is below the line it caps each flow's share in the twin
+  tcp_congestion``), or what the deployment's own connections carried in an emulated run
+  (``pddbench twin fit-windows``, :mod:`pddbench.twin.window_fit`: they are warmed
+  differently). Where it is below the line it caps each flow's share in the twin
   (:meth:`LinkModelFile.flow_caps`: ``n`` flows carry ``min(line, n × flow rate)``, a
   window-bound connection adding its own rate until the line is the bound). Measured here
   (CUBIC, ±3 ms jitter, 1/100, no loss and no retransmission during the transfers): a
@@ -85,6 +87,10 @@ class DirectionFit(_Model):
     rate_source: Literal["transfers", "goodput"]
     # one warm KV connection's (the transfers' line; a cap on each flow where below the line)
     flow_rate_mbit: float | None = Field(default=None, gt=0)
+    # "transfers": the calibration's timed transfers; else the emulated run it was fitted
+    # from (pddbench twin fit-windows: the deployment's own connections), with its samples
+    flow_rate_source: str = "transfers"
+    flow_samples: int | None = None
     setup_ms: float | None = None  # the transfer line's intercept
     overhead_ms: float | None = None  # setup beyond the fitted delay (not applied)
     goodput_mbit: float | None = None  # the steady bulk goodput (scale 1)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from pddbench.errors import UserError
 from pddbench.harness.cli.options import path_option
 
 
@@ -140,3 +141,65 @@ def fit_host(
         f"host costs {fitted.total_s * 1e3:.1f} ms per request over {fitted.requests} paired "
         f"requests; wrote {link_model}"
     )
+
+
+@twin.command(name="fit-windows")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@path_option(
+    "--link-model",
+    help="The calibrated link-model file (pddbench twin calibrate) to write the rates into.",
+    dir_okay=False,
+    required=True,
+)
+@click.option("--scenario", default=None, help="The run's scenario (default: its manifest's).")
+def fit_windows(run_dir: Path, link_model: Path, scenario: str | None) -> None:
+    """Fit what one of the deployment's warm KV connections carries per WAN direction from
+    RUN_DIR, an emulated replay with WAN transfers (the median of its large transfers'
+    modelled bytes over their active time), into the link-model file: the twin caps each
+    KV flow at it (the servers' connections keep the window slow start left them)."""
+    import pandas as pd
+
+    from pddbench.harness.config.scenario import load_scenario
+    from pddbench.twin.backend import twin_config
+    from pddbench.twin.calibrate import load_link_model
+    from pddbench.twin.host_fit import emulated_manifest
+    from pddbench.twin.window_fit import fit_flow_rates, flow_samples
+
+    manifest = emulated_manifest(run_dir)
+    sc = load_scenario(scenario or manifest.scenario_name)
+    dep, net = twin_config(sc)
+    if net is None or not net.links:
+        raise UserError(f"{sc.name} has no WAN: nothing to fit")
+    source = load_link_model(link_model)
+    timings = pd.read_parquet(run_dir / "requests.parquet", columns=["server_timing"])
+    samples = flow_samples(timings["server_timing"], dep, net)
+    fitted = fit_flow_rates(samples)
+    if not fitted:
+        raise UserError(f"{run_dir}: no WAN KV transfer large enough to measure a connection")
+    missing = set(fitted) - {(d.link, d.direction) for d in source.model.directions}
+    if missing:
+        raise UserError(
+            f"{link_model} has no calibrated {sorted(missing)}: run pddbench twin calibrate first"
+        )
+    directions = []
+    for d in source.model.directions:
+        got = fitted.get((d.link, d.direction))
+        if got is None:
+            directions.append(d)
+            continue
+        rate, n = got
+        click.echo(
+            f"{d.link} {d.direction}: one connection {rate:.0f} Mbit/s (median of {n} transfers;"
+            f" the calibration's {d.flow_rate_mbit or d.rate_mbit:.0f}, the line {d.rate_mbit:.0f})"
+        )
+        directions.append(
+            d.model_copy(
+                update={
+                    "flow_rate_mbit": rate,
+                    "flow_rate_source": f"{run_dir.name} ({sc.name})",
+                    "flow_samples": n,
+                }
+            )
+        )
+    source.model.model_copy(update={"directions": directions}).save(link_model)
+    click.echo(f"wrote {link_model}")
