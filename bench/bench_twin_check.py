@@ -15,9 +15,21 @@ fit-windows`` fits a deployment's own KV connections, which differ between deplo
 [--uncalibrated DIR]`` compares existing capacity (or point) folders instead. Figures
 only; no pass/fail exit status.
 
+The calibration, once per machine (root; one emulated replay per scenario, on another
+window of the trace than the one checked, e.g. day 30):
+
+    sudo pddbench twin calibrate --scenario pdd --trace jan-feb.parquet --out lm.json
+    sudo pddbench replay --trace jan-feb.parquet --scenario same-dc-pd --window 30d/6h \
+        --speedup 150 --duration 120s --no-report --out cal
+    pddbench twin fit-host cal/*-same-dc-pd-* --trace jan-feb.parquet --link-model lm.json
+    cp lm.json lm-pdd.json   # then, per WAN scenario: its own connections' rate
+    sudo pddbench replay ... --scenario pdd ... --out cal-pdd
+    pddbench twin fit-windows cal-pdd/*-pdd-* --link-model lm-pdd.json
+
     sudo .venv/bin/python bench/bench_twin_check.py --trace jan-feb.parquet \
         --scenario same-dc-pd --scenario cross-dc-pd --scenario pdd \
-        --link-model twin-check/link-model.json --out twin-check
+        --link-model lm.json --link-model pdd=lm-pdd.json \
+        --link-model cross-dc-pd=lm-cross-dc-pd.json --out twin-check
 """
 
 from __future__ import annotations

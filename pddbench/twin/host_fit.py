@@ -70,7 +70,7 @@ def emulated_manifest(run_dir: Path) -> RunManifest:
     if replay is None or replay.options is None:
         raise UserError(f"{run_dir}: the manifest records no replay options to plan from")
     if replay.backend == "virtual":
-        raise UserError(f"{run_dir} is a virtual run: fit host costs on an emulated one")
+        raise UserError(f"{run_dir} is a virtual run: fit on an emulated one")
     if manifest.emulation is not None and not manifest.emulation.emulated:
         raise UserError(f"{run_dir} ran without WAN emulation (--no-emulation)")
     records = run_dir / "requests.parquet"

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +57,31 @@ def test_large_wan_transfers_give_each_direction_its_median_connection_rate() ->
     assert [(s.direction, round(s.mbit)) for s in relay] == [("a_to_b", 4000)]
     # an even count: the mean of the middle two
     assert fit_flow_rates(samples[:2])[("wan", "a_to_b")] == (pytest.approx(12000.0), 2)
+
+
+def test_the_command_refuses_a_virtual_run_in_one_line(tmp_path: Path) -> None:
+    """A virtual run's transfers are the model's own: nothing to fit from them."""
+    from pddbench.harness.config.replay import ReplayOptions, Selection
+    from pddbench.harness.drive.replay import ReplayPlan
+    from pddbench.harness.plan.sessions import plan_requests
+    from pddbench.harness.rundir.folder import new_run
+    from pddbench.harness.rundir.manifest import RunManifest
+    from pddbench.twin.backend import drive_virtual
+    from pddbench.workloads.synth import SynthOptions, synthesise
+    from pddbench.workloads.synth_profile import load_profile
+
+    table = synthesise(load_profile("jan-feb"), SynthOptions(sessions=2)).table
+    plan = ReplayPlan(plan_requests(table, Selection(speedup=10)), table, {}, "test")
+    dep, net = twin_config(load_scenario("pdd"))
+    paths = new_run(tmp_path / "run", "twin")
+    manifest = RunManifest.begin(argv=["test"], run_id=paths.run_id)
+    drive_virtual(plan, ReplayOptions(), dep, net, paths, manifest)
+    out = subprocess.run(
+        [sys.executable, "-m", "pddbench", "twin", "fit-windows", str(paths.root),
+         "--link-model", str(tmp_path / "lm.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"pddbench: {paths.root} is a virtual run: fit on an emulated one"
+    ]
