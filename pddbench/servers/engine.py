@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pddbench.servers.compute import Machine, price
+from pddbench.servers.compute import Machine, price_sums
 from pddbench.servers.radix import KvPool, Node
 from pddbench.servers.speculative import OFF, Speculation, draw_key, step_tokens
 from pddbench.servers.tokens import TokenStream
@@ -334,8 +334,8 @@ class Engine:
         prefill: list[tuple[Seq, int]] = []
         extend: list[tuple[Seq, int]] = []
         decode: list[Seq] = []
-        shape_prefill: list[tuple[int, int]] = []
-        shape_extend: list[tuple[int, int]] = []
+        # the step's shape as price_sums takes it (price's sums, added up as we batch)
+        t_prefill = pairs_p = kv_prefill = t_extend = pairs_d = kv_decode = 0
         batch = 0
         ctx_sum = 0
         running = self._running.values()
@@ -351,14 +351,20 @@ class Engine:
             if seq.phase is _EXTEND:
                 k = seq.pending_extend
                 extend.append((seq, k))
-                shape_extend.append((k, seq.computed + seq.processed))
+                c = seq.computed + seq.processed
+                pairs_d += k * c + k * (k + 1) // 2
+                kv_decode += c + k
+                t_extend += k
             elif extending:
                 continue  # an extend batch is a forward pass of its own; decode waits for it
             elif batch < max_batch:
                 decode.append(seq)
                 batch += 1
                 if draft > 1:  # verify `draft` tokens: an extend on top of the context
-                    shape_extend.append((draft, seq.computed + seq.processed))
+                    c = seq.computed + seq.processed
+                    pairs_d += draft * c + draft * (draft + 1) // 2
+                    kv_decode += c + draft
+                    t_extend += draft
                 else:
                     ctx_sum += seq.computed + seq.processed + 1
         budget = cfg.chunk_tokens - batch * draft
@@ -367,7 +373,10 @@ class Engine:
                 break
             n = min(budget, seq.prompt_len - seq.computed)
             prefill.append((seq, n))
-            shape_prefill.append((n, seq.computed))
+            c = seq.computed
+            pairs_p += n * c + n * (n + 1) // 2
+            kv_prefill += c + n
+            t_prefill += n
             budget -= n
             if seq.t_prefill_start is None:
                 seq.t_prefill_start = now
@@ -376,7 +385,10 @@ class Engine:
         if not (prefill or extend or decode):
             return None
         plain = batch if draft == 1 else 0
-        cost = price(self.machine, shape_prefill, shape_extend, plain, ctx_sum)  # step_cost
+        cost = price_sums(  # step_cost of the step's shape
+            self.machine, t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode, plain,
+            ctx_sum,
+        )  # fmt: skip
         return Step(now, cost.seconds, prefill, extend, decode, cost.bound)
 
     def complete(self, step: Step, now: float) -> list[Event]:

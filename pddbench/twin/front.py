@@ -117,22 +117,26 @@ class TwinFlow:
                 self.core.drain_event(label, item)
             self._maybe_close()
             return
-        self._guard(self._handle, label, item)
+        try:  # _guard, inline: once per message
+            self._handle(label, item)
+        except RequestFailed as exc:
+            self._failed(str(exc))
 
     def _handle(self, label: str, item: Any) -> None:
-        now = self.twin.sim.now
-        if type(item) is tuple:  # the tokens of one step: (first position, ids)
-            ready = len(self.core.tokens(label, item[0], item[1], now))
-            if ready:
-                t = self.twin.net.control(now, self.twin.router, self.twin.router)
-                t += self.twin.host.to_client_s
-                if self.chunks and self.chunks[-1][0] == t:
-                    self.chunks[-1] = (t, self.chunks[-1][1] + ready)
-                else:
-                    self.chunks.append((t, ready))
-        else:
-            self._act(self.core.event(label, item, now))
+        twin = self.twin
+        now = twin.sim.now
         core = self.core
+        if type(item) is tuple:  # the tokens of one step: (first position, ids)
+            ready = len(core.tokens(label, item[0], item[1], now))
+            if ready:
+                t = twin.to_client(now)
+                chunks = self.chunks
+                if chunks and chunks[-1][0] == t:
+                    chunks[-1] = (t, chunks[-1][1] + ready)
+                else:
+                    chunks.append((t, ready))
+        else:
+            self._act(core.event(label, item, now))
         if core.complete and not self.answered:
             if "P" not in core.opened or "P" in core.done_labels:
                 self._answer()

@@ -245,11 +245,21 @@ class Direction:
         self._gen = 0  # the armed drain event's generation
         self.at: Schedule | None = None  # the twin's clock: at(t, fn, *args)
         self._rng = random.Random(seed)
+        self._random = self._rng.random
         self.usage: Usage | None = None
         self.timed = len(timeline) > 1
         self._times = [t for t, _, _ in timeline]
         self._params = [p for _, p, _ in timeline]
         self._up = [up for _, _, up in timeline]
+        # a control message on an unscheduled direction, worked out once: the delay (with
+        # jitter, uniform(-j, j) as random.uniform computes it: lo + span * random()) and a
+        # message's time on the line; the same floats :meth:`delay` and :meth:`control` give
+        j = params.jitter_s
+        self._jitter = j > 0
+        self._delay_s = params.delay_s
+        self._lo, self._span = -j, j - -j
+        self._fixed = max(0.0, params.delay_s + 0.0)
+        self._tx = CONTROL_BYTES / params.rate_bytes_per_s
 
     def delay(self, p: PathParams | None = None) -> float:
         p = p or self.p
@@ -274,6 +284,18 @@ class Direction:
         """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
         delays a message but never lets it overtake an earlier one; on a downed link it
         leaves when the link is back)."""
+        if not self.timed and self.usage is None and nbytes == CONTROL_BYTES:  # the usual case
+            if self._jitter:
+                d = self._delay_s + (self._lo + self._span * self._random())
+                d = d if d > 0.0 else 0.0
+            else:
+                d = self._fixed
+            t = now + d + self._tx
+            last = self.last_control
+            if last > t:
+                t = last
+            self.last_control = t
+            return t
         p = self.p
         if self.timed:
             i = self._state(now)
@@ -439,6 +461,7 @@ class Network:
         self.seed = seed
         self.prewarmed = prewarmed
         self._dirs: dict[tuple[str, str], Direction] = {}
+        self._pairs: dict[tuple[str, str], Direction] = {}  # (src id, dst id) -> its direction
         self._used: set[tuple[str, str]] = set()  # connections that carried KV (warm)
         self.timelines = wan_timelines(net) if net is not None else {}
         self.usage_s: float | None = None
@@ -488,6 +511,10 @@ class Network:
     def direction(self, src: InstanceConfig, dst: InstanceConfig) -> Direction:
         """The direction's queue: one per WAN direction (shared by every transfer on it),
         one per instance pair inside a datacenter."""
+        pair = (src.id, dst.id)
+        d = self._pairs.get(pair)
+        if d is not None:
+            return d
         if src.datacenter != dst.datacenter:
             key = (src.datacenter, dst.datacenter)
         else:
@@ -505,6 +532,7 @@ class Network:
             if line is not None and self.usage_s is not None:
                 d.usage = Usage(self.usage_s)
             self._dirs[key] = d
+        self._pairs[pair] = d
         return d
 
     def wan_direction(self, link: str, direction: LinkDirection) -> Direction | None:

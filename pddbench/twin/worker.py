@@ -27,7 +27,7 @@ from pddbench.servers.metrics import Registry
 from pddbench.servers.radix import KvPool
 from pddbench.servers.tokens import TokenStream
 from pddbench.twin.host import HostCosts
-from pddbench.twin.links import CONTROL_BYTES, BulkFlow, Network
+from pddbench.twin.links import CONTROL_BYTES, BulkFlow, Direction, Network
 from pddbench.twin.sim import Sim, SimTimers
 
 Spec = proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec
@@ -211,6 +211,8 @@ class TwinWorker:
         self.streams: dict[str, list[Sender]] = {}  # WAN peer -> senders holding its streams
         self.waiting: dict[str, list[Sender]] = {}  # ... and those waiting for one
         self.acks: dict[str, list[Callable[[int], None]]] = {}
+        self._up: Direction | None = None  # to the router (looked up at its first message)
+        self._message_s = fab.host.message_s
 
     # -- requests from the router ---------------------------------------------------------
     def open(self, spec: Spec) -> None:
@@ -285,7 +287,10 @@ class TwinWorker:
 
     def _to_router(self, rid: str, item: Any) -> None:
         fab = self.fab
-        t = fab.net.control(fab.sim.now, self.inst, fab.router) + fab.host.message_s
+        up = self._up
+        if up is None:
+            up = self._up = fab.net.direction(self.inst, fab.router)
+        t = up.control(fab.sim.now) + self._message_s
         fab.sim.at(t, fab.deliver, self.inst.id, rid, item)
 
     # -- P's senders ----------------------------------------------------------------------
