@@ -274,7 +274,10 @@ def price_sums(
     f_gemm = r.two_active * t
     f_gemm_eff = r.two_active * (t_prefill / r.eff_p + (t - t_prefill) / r.eff_d)
     f_attn = r.attn_pair * pairs_p_f + r.decode_attn_pair * pairs_d_f
-    w = weights_touched_bytes(m, t)
+    if r.moe:  # weights_touched_bytes(m, t), inline (t > 0 here)
+        w = r.dense_bytes + r.expert_bytes * (1.0 - r.expert_miss**t)
+    else:
+        w = r.dense_bytes + r.expert_bytes
     kv = r.kv_bytes * (kv_prefill_f + kv_decode_f * r.kv_read)
     mem_rate = r.mem_rate  # x / rate as _div does it (finite x over an inf rate is 0)
     g_compute = f_gemm_eff / r.gemm_rate if f_gemm_eff > 0 else 0.0
@@ -303,17 +306,11 @@ def price_sums(
         bound = "attention" if a_compute >= a_memory else "memory"
     else:
         bound = "compute" if g_compute >= g_memory else "memory"
+    # seconds, flops, hbm_bytes, comm_bytes, bound, gemm_s, attention_s, comm_s, latency_s
     return StepCost(
-        body + latency + r.overhead,
-        f_gemm + f_attn,
-        w + kv,
-        comm,
-        bound,
-        gemm_s=t_gemm,
-        attention_s=t_attn,
-        comm_s=t_comm,
-        latency_s=latency,
-    )
+        body + latency + r.overhead, f_gemm + f_attn, w + kv, comm, bound, t_gemm, t_attn,
+        t_comm, latency,
+    )  # fmt: skip
 
 
 def prefill_chunks(uncached: int, chunk_tokens: int) -> list[int]:

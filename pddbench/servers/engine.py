@@ -429,20 +429,29 @@ class Engine:
                 seq.phase = Phase.HOLD
                 self._running.pop(seq.rid, None)
         spec = self.cfg.speculation
+        speculating = spec.draft_tokens > 1
         emit = self._emit
+        append = out.append
         decoded = 0
         for seq in step.decode:
             if seq.phase is not _DECODE:
                 continue
-            # accepted drafts, never past the request's last output position
-            n = min(
-                step_tokens(spec, seq.draw_key, seq.processed + 1),
-                seq.max_tokens - 1 - seq.processed,
-            )
+            # accepted drafts (one token without speculation), never past the request's
+            # last output position
+            processed = seq.processed
+            n = seq.max_tokens - 1 - processed
+            drafted = step_tokens(spec, seq.draw_key, processed + 1) if speculating else 1
+            if drafted < n:
+                n = drafted
+            if n == 1:
+                seq.processed = processed + 1
+                decoded += 1
+                append(emit(seq, now))
+                continue
             for _ in range(n):
                 seq.processed += 1
                 decoded += 1
-                out.append(emit(seq, now))
+                append(emit(seq, now))
                 if seq.phase is _DONE:  # EOS among the accepted tokens
                     break
         self.stats.decode_tokens += decoded

@@ -109,39 +109,36 @@ class TwinFlow:
                 twin.sim.at(at, worker.abort, self.rid)
 
     def deliver(self, instance_id: str, item: Any) -> None:
-        label = self.core.label_of(instance_id)
+        core = self.core
+        label = core.labels.get(instance_id)  # core.label_of, once per message
         if label is None or self.closed:
             return
         if self.answered:
             if isinstance(item, dict):
-                self.core.drain_event(label, item)
+                core.drain_event(label, item)
             self._maybe_close()
             return
-        try:  # _guard, inline: once per message
-            self._handle(label, item)
-        except RequestFailed as exc:
-            self._failed(str(exc))
-
-    def _handle(self, label: str, item: Any) -> None:
         twin = self.twin
         now = twin.sim.now
-        core = self.core
-        if type(item) is tuple:  # the tokens of one step: (first position, ids)
-            ready = len(core.tokens(label, item[0], item[1], now))
-            if ready:
-                t = twin.to_client(now)
-                chunks = self.chunks
-                if chunks and chunks[-1][0] == t:
-                    chunks[-1] = (t, chunks[-1][1] + ready)
-                else:
-                    chunks.append((t, ready))
-        else:
-            self._act(core.event(label, item, now))
-        if core.complete and not self.answered:
-            if "P" not in core.opened or "P" in core.done_labels:
-                self._answer()
+        try:  # as _guard
+            if type(item) is tuple:  # the tokens of one step: (first position, ids)
+                ready = len(core.tokens(label, item[0], item[1], now))
+                if ready:
+                    t = twin.to_client(now)
+                    chunks = self.chunks
+                    if chunks and chunks[-1][0] == t:
+                        chunks[-1] = (t, chunks[-1][1] + ready)
+                    else:
+                        chunks.append((t, ready))
             else:
-                self.twin.sim.after(STORY_GRACE_S, self._answer)
+                self._act(core.event(label, item, now))
+            if core.complete and not self.answered:
+                if "P" not in core.opened or "P" in core.done_labels:
+                    self._answer()
+                else:
+                    twin.sim.after(STORY_GRACE_S, self._answer)
+        except RequestFailed as exc:
+            self._failed(str(exc))
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
