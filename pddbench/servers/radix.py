@@ -94,13 +94,17 @@ class RadixTree:
         """Add the blocks of ``hashes`` that are missing below ``start`` (a node of this
         tree, default the root); returns (deepest node, new blocks)."""
         node = self.root if start is None else start
-        new = 0
-        for h in hashes:
+        k = 0
+        for h in hashes:  # the blocks already there
             nxt = node.children.get(h)
             if nxt is None:
-                nxt = Node(h, node)
-                node.children[h] = nxt
-                new += 1
+                break
+            node = nxt
+            k += 1
+        new = len(hashes) - k
+        for h in hashes[k:] if new else ():  # below a new node every block is new
+            nxt = Node(h, node)
+            node.children[h] = nxt
             node = nxt
         self.blocks += new
         self._touch(node)
