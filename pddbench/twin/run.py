@@ -60,6 +60,7 @@ class Twin:
         self.flows: dict[str, TwinFlow] = {}
         self.cached_theoretical: dict[str, int] | None = None  # by request id, when known
         self._front: Direction | None = None  # router -> client (looked up at first use)
+        self._to_client_s = host.to_client_s
 
     def worker(self, instance_id: str) -> TwinWorker:
         return self.workers[instance_id]
@@ -69,7 +70,7 @@ class Twin:
         front = self._front
         if front is None:
             front = self._front = self.net.direction(self.router, self.router)
-        return front.control(now) + self.host.to_client_s
+        return front.control(now) + self._to_client_s
 
     def deliver(self, instance_id: str, rid: str, item: Any) -> None:
         flow = self.flows.get(rid)
