@@ -335,9 +335,7 @@ class Engine:
         extend: list[tuple[Seq, int]] = []
         decode: list[Seq] = []
         # the step's shape as price_sums takes it (price's sums, added up as we batch)
-        t_prefill = pairs_p = kv_prefill = t_extend = pairs_d = kv_decode = 0
-        batch = 0
-        ctx_sum = 0
+        t_prefill = pairs_p = kv_prefill = t_extend = pairs_d = kv_decode = batch = ctx_sum = 0
         running = self._running.values()
         extending = False
         if not cfg.mixed_extend:
@@ -360,13 +358,13 @@ class Engine:
             elif batch < max_batch:
                 decode.append(seq)
                 batch += 1
-                if draft > 1:  # verify `draft` tokens: an extend on top of the context
-                    c = seq.computed + seq.processed
-                    pairs_d += draft * c + draft * (draft + 1) // 2
-                    kv_decode += c + draft
-                    t_extend += draft
-                else:
-                    ctx_sum += seq.computed + seq.processed + 1
+                ctx_sum += seq.computed + seq.processed + 1
+        if draft > 1:  # each verifies `draft` tokens: an extend of them on top of its context
+            c = ctx_sum - batch
+            pairs_d += draft * c + batch * (draft * (draft + 1) // 2)
+            kv_decode += c + batch * draft
+            t_extend += batch * draft
+            ctx_sum = 0
         budget = cfg.chunk_tokens - batch * draft
         for seq in self._prefill:
             if budget <= 0:
@@ -385,10 +383,8 @@ class Engine:
         if not (prefill or extend or decode):
             return None
         plain = batch if draft == 1 else 0
-        cost = price_sums(  # step_cost of the step's shape
-            self.machine, t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode, plain,
-            ctx_sum,
-        )  # fmt: skip
+        sums = (t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode)
+        cost = price_sums(self.machine, *sums, plain, ctx_sum)  # step_cost of the step's shape
         return Step(now, cost.seconds, prefill, extend, decode, cost.bound)
 
     def complete(self, step: Step, now: float) -> list[Event]:
@@ -443,11 +439,6 @@ class Engine:
             drafted = step_tokens(spec, seq.draw_key, processed + 1) if speculating else 1
             if drafted < n:
                 n = drafted
-            if n == 1:
-                seq.processed = processed + 1
-                decoded += 1
-                append(emit(seq, now))
-                continue
             for _ in range(n):
                 seq.processed += 1
                 decoded += 1

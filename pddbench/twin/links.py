@@ -251,13 +251,11 @@ class Direction:
         self._times = [t for t, _, _ in timeline]
         self._params = [p for _, p, _ in timeline]
         self._up = [up for _, _, up in timeline]
-        # a control message on an unscheduled direction, worked out once: the delay (with
-        # jitter, uniform(-j, j) as random.uniform computes it: lo + span * random()) and a
-        # message's time on the line; the same floats :meth:`delay` and :meth:`control` give
+        # control's usual case (unscheduled), worked out once to the same floats: jitter's
+        # (lo, span) as random.uniform(-j, j) draws it (lo + span * random()) or the fixed
+        # delay without jitter, and a message's time on the line
         j = params.jitter_s
-        self._jitter = j > 0
-        self._delay_s = params.delay_s
-        self._lo, self._span = -j, j - -j
+        self._jitter = (-j, j - -j) if j > 0 else None
         self._fixed = max(0.0, params.delay_s + 0.0)
         self._tx = CONTROL_BYTES / params.rate_bytes_per_s
 
@@ -284,16 +282,18 @@ class Direction:
         """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
         delays a message but never lets it overtake an earlier one; on a downed link it
         leaves when the link is back)."""
-        if not self.timed and self.usage is None and nbytes == CONTROL_BYTES:  # the usual case
-            if self._jitter:
-                d = self._delay_s + (self._lo + self._span * self._random())
-                d = d if d > 0.0 else 0.0
-            else:
+        if not self.timed and nbytes == CONTROL_BYTES:  # as below, with what init worked out
+            if self.usage is not None:
+                self.usage.message(now, nbytes)
+            if self._jitter is None:
                 d = self._fixed
+            else:
+                lo, span = self._jitter
+                d = self.p.delay_s + (lo + span * self._random())
+                d = d if d > 0.0 else 0.0  # max(0.0, d)
             t = now + d + self._tx
-            last = self.last_control
-            if last > t:
-                t = last
+            if self.last_control > t:
+                t = self.last_control
             self.last_control = t
             return t
         p = self.p
