@@ -15,7 +15,8 @@ them row by row from a trace table's columns. Pure.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import chain
+from itertools import chain, repeat
+from operator import add, mul
 
 import pyarrow as pa
 
@@ -30,8 +31,8 @@ def server_hashes(
     if trace_bs % server_bs == 0:
         f = trace_bs // server_bs
         listed = trace_hashes[: -(-input_length // trace_bs)]  # a partial last block too
-        starts = [h * f for h in listed]  # block h's ids h * f + i, i < f (ranges, in C)
-        out = list(chain.from_iterable(map(range, starts, [s + f for s in starts])))
+        starts = list(map(mul, listed, repeat(f)))  # block h's ids h * f + i, i < f (in C)
+        out = list(chain.from_iterable(map(range, starts, map(add, starts, repeat(f)))))
     elif server_bs % trace_bs == 0:  # coarser server blocks: every k-th chained hash
         k = server_bs // trace_bs
         out = list(trace_hashes[k - 1 :: k])
