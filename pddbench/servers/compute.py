@@ -233,29 +233,52 @@ def price(
 ) -> StepCost:
     """:func:`step_cost` of the step shaped ``prefill``, ``extend``, ``decode_batch``,
     ``decode_context`` (:class:`StepShape`'s fields), without building the shape."""
-    t_prefill = 0
-    t_extend = 0
-    pairs_p = 0.0
-    pairs_d = float(decode_context)
-    kv_prefill = 0.0
-    kv_decode = float(decode_context)
+    t_prefill = pairs_p = kv_prefill = 0
+    t_extend = pairs_d = kv_decode = 0
     for tok, c in prefill:
-        pairs_p += tok * (c + (tok + 1) / 2)
+        pairs_p += tok * c + tok * (tok + 1) // 2
         kv_prefill += c + tok
         t_prefill += tok
     for k, c in extend:
-        pairs_d += k * (c + (k + 1) / 2)
+        pairs_d += k * c + k * (k + 1) // 2
         kv_decode += c + k
         t_extend += k
+    sums = (t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode)
+    return price_sums(m, *sums, decode_batch, decode_context)
+
+
+def price_sums(
+    m: Machine,
+    t_prefill: int,
+    pairs_p: int,
+    kv_prefill: int,
+    t_extend: int,
+    pairs_d: int,
+    kv_decode: int,
+    decode_batch: int,
+    decode_context: int,
+) -> StepCost:
+    """:func:`price` from the step's sums (a scheduler that adds them up as it batches):
+    prefill tokens, their (query, key) pairs ``Σ n (c + (n + 1) / 2)`` and KV
+    ``Σ (c + n)``; the same three of the extend segments; the decode batch and its summed
+    context. The sums are whole numbers (``n (n + 1) / 2`` is), so adding them as integers
+    gives, to the last bit, the floats the per-chunk sums give."""
+    pairs_p_f = float(pairs_p)
+    pairs_d_f = float(decode_context + pairs_d)
+    kv_prefill_f = float(kv_prefill)
+    kv_decode_f = float(decode_context + kv_decode)
     t = t_prefill + t_extend + decode_batch
     if t <= 0:
         return StepCost(0.0, 0.0, 0.0, 0.0, "overhead")
     r = m.rates
     f_gemm = r.two_active * t
     f_gemm_eff = r.two_active * (t_prefill / r.eff_p + (t - t_prefill) / r.eff_d)
-    f_attn = r.attn_pair * pairs_p + r.decode_attn_pair * pairs_d
-    w = weights_touched_bytes(m, t)
-    kv = r.kv_bytes * (kv_prefill + kv_decode * r.kv_read)
+    f_attn = r.attn_pair * pairs_p_f + r.decode_attn_pair * pairs_d_f
+    if r.moe:  # weights_touched_bytes(m, t), inline (t > 0 here)
+        w = r.dense_bytes + r.expert_bytes * (1.0 - r.expert_miss**t)
+    else:
+        w = r.dense_bytes + r.expert_bytes
+    kv = r.kv_bytes * (kv_prefill_f + kv_decode_f * r.kv_read)
     mem_rate = r.mem_rate  # x / rate as _div does it (finite x over an inf rate is 0)
     g_compute = f_gemm_eff / r.gemm_rate if f_gemm_eff > 0 else 0.0
     g_memory = w / mem_rate if w > 0 else 0.0
@@ -283,17 +306,11 @@ def price(
         bound = "attention" if a_compute >= a_memory else "memory"
     else:
         bound = "compute" if g_compute >= g_memory else "memory"
+    # seconds, flops, hbm_bytes, comm_bytes, bound, gemm_s, attention_s, comm_s, latency_s
     return StepCost(
-        body + latency + r.overhead,
-        f_gemm + f_attn,
-        w + kv,
-        comm,
-        bound,
-        gemm_s=t_gemm,
-        attention_s=t_attn,
-        comm_s=t_comm,
-        latency_s=latency,
-    )
+        body + latency + r.overhead, f_gemm + f_attn, w + kv, comm, bound, t_gemm, t_attn,
+        t_comm, latency,
+    )  # fmt: skip
 
 
 def prefill_chunks(uncached: int, chunk_tokens: int) -> list[int]:

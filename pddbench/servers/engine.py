@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pddbench.servers.compute import Machine, price
+from pddbench.servers.compute import Machine, price_sums
 from pddbench.servers.radix import KvPool, Node
 from pddbench.servers.speculative import OFF, Speculation, draw_key, step_tokens
 from pddbench.servers.tokens import TokenStream
@@ -334,10 +334,8 @@ class Engine:
         prefill: list[tuple[Seq, int]] = []
         extend: list[tuple[Seq, int]] = []
         decode: list[Seq] = []
-        shape_prefill: list[tuple[int, int]] = []
-        shape_extend: list[tuple[int, int]] = []
-        batch = 0
-        ctx_sum = 0
+        # the step's shape as price_sums takes it (price's sums, added up as we batch)
+        t_prefill = pairs_p = kv_prefill = t_extend = pairs_d = kv_decode = batch = ctx_sum = 0
         running = self._running.values()
         extending = False
         if not cfg.mixed_extend:
@@ -351,23 +349,32 @@ class Engine:
             if seq.phase is _EXTEND:
                 k = seq.pending_extend
                 extend.append((seq, k))
-                shape_extend.append((k, seq.computed + seq.processed))
+                c = seq.computed + seq.processed
+                pairs_d += k * c + k * (k + 1) // 2
+                kv_decode += c + k
+                t_extend += k
             elif extending:
                 continue  # an extend batch is a forward pass of its own; decode waits for it
             elif batch < max_batch:
                 decode.append(seq)
                 batch += 1
-                if draft > 1:  # verify `draft` tokens: an extend on top of the context
-                    shape_extend.append((draft, seq.computed + seq.processed))
-                else:
-                    ctx_sum += seq.computed + seq.processed + 1
+                ctx_sum += seq.computed + seq.processed + 1
+        if draft > 1:  # each verifies `draft` tokens: an extend of them on top of its context
+            c = ctx_sum - batch
+            pairs_d += draft * c + batch * (draft * (draft + 1) // 2)
+            kv_decode += c + batch * draft
+            t_extend += batch * draft
+            ctx_sum = 0
         budget = cfg.chunk_tokens - batch * draft
         for seq in self._prefill:
             if budget <= 0:
                 break
             n = min(budget, seq.prompt_len - seq.computed)
             prefill.append((seq, n))
-            shape_prefill.append((n, seq.computed))
+            c = seq.computed
+            pairs_p += n * c + n * (n + 1) // 2
+            kv_prefill += c + n
+            t_prefill += n
             budget -= n
             if seq.t_prefill_start is None:
                 seq.t_prefill_start = now
@@ -376,7 +383,8 @@ class Engine:
         if not (prefill or extend or decode):
             return None
         plain = batch if draft == 1 else 0
-        cost = price(self.machine, shape_prefill, shape_extend, plain, ctx_sum)  # step_cost
+        sums = (t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode)
+        cost = price_sums(self.machine, *sums, plain, ctx_sum)  # step_cost of the step's shape
         return Step(now, cost.seconds, prefill, extend, decode, cost.bound)
 
     def complete(self, step: Step, now: float) -> list[Event]:
@@ -417,20 +425,24 @@ class Engine:
                 seq.phase = Phase.HOLD
                 self._running.pop(seq.rid, None)
         spec = self.cfg.speculation
+        speculating = spec.draft_tokens > 1
         emit = self._emit
+        append = out.append
         decoded = 0
         for seq in step.decode:
             if seq.phase is not _DECODE:
                 continue
-            # accepted drafts, never past the request's last output position
-            n = min(
-                step_tokens(spec, seq.draw_key, seq.processed + 1),
-                seq.max_tokens - 1 - seq.processed,
-            )
+            # accepted drafts (one token without speculation), never past the request's
+            # last output position
+            processed = seq.processed
+            n = seq.max_tokens - 1 - processed
+            drafted = step_tokens(spec, seq.draw_key, processed + 1) if speculating else 1
+            if drafted < n:
+                n = drafted
             for _ in range(n):
                 seq.processed += 1
                 decoded += 1
-                out.append(emit(seq, now))
+                append(emit(seq, now))
                 if seq.phase is _DONE:  # EOS among the accepted tokens
                     break
         self.stats.decode_tokens += decoded

@@ -185,17 +185,18 @@ class InstanceCore:
         # (speculative decoding emits several per request): deciding at the first of them
         # would count tokens whose last one may end the request.
         relays: dict[str, JobCore] = {}
+        job_of = self.jobs.get
         for ev in events:
-            job = self.jobs.get(ev.rid)
+            job = job_of(ev.rid)
             if job is None:
                 continue
-            if isinstance(ev, TokenOut):
+            if type(ev) is TokenOut:
                 if not job.finished:  # a step's tokens of one request: one run
                     last = out[-1] if out else None
                     if (
                         last is not None
-                        and last.do is _TOKEN
                         and last.job is job
+                        and last.do is _TOKEN
                         and last.tokens is not None
                         and last.n + len(last.tokens) == ev.position
                     ):

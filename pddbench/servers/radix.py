@@ -57,14 +57,12 @@ class RadixTree:
         """Longest cached prefix of ``hashes`` (marks it recently used unless ``touch=False``)."""
         node = self.root
         n = 0
-        children = node.children
-        for h in hashes:
-            nxt = children.get(h)
-            if nxt is None:
-                break
-            node = nxt
-            children = node.children
-            n += 1
+        try:  # a subscript per block, one KeyError at the end: cheaper than a get per block
+            for h in hashes:
+                node = node.children[h]
+                n += 1
+        except KeyError:
+            pass
         if touch and n:
             self._touch(node)
         return Match(node, n)
@@ -94,13 +92,17 @@ class RadixTree:
         """Add the blocks of ``hashes`` that are missing below ``start`` (a node of this
         tree, default the root); returns (deepest node, new blocks)."""
         node = self.root if start is None else start
-        new = 0
-        for h in hashes:
-            nxt = node.children.get(h)
-            if nxt is None:
-                nxt = Node(h, node)
-                node.children[h] = nxt
-                new += 1
+        k = 0
+        try:  # the blocks already there (as match walks them)
+            for h in hashes:
+                node = node.children[h]
+                k += 1
+        except KeyError:
+            pass
+        new = len(hashes) - k
+        for h in hashes[k:] if new else ():  # below a new node every block is new
+            nxt = Node(h, node)
+            node.children[h] = nxt
             node = nxt
         self.blocks += new
         self._touch(node)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from pddbench.servers.compute import prefill_seconds
+from pddbench.servers.compute import Machine, prefill_seconds
 from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.routing import AffinityIndex, LinkEstimator, choose_instance
 
@@ -43,6 +43,7 @@ class RouterCore:
         self.capacity = {i.id: dep.capacity_tokens(i) for i in workers}
         self.affinity = AffinityIndex({k: v // dep.block_size for k, v in self.capacity.items()})
         self.links: dict[tuple[str, str], LinkEstimator] = {}
+        self._machines: dict[str, Machine] = {}  # by instance id: its rates worked out once
 
     # -- health ---------------------------------------------------------------------------
     def set_healthy(self, instance_id: str, up: bool) -> bool:
@@ -90,7 +91,10 @@ class RouterCore:
     def predict_prefill_s(self, p: InstanceConfig, cached_blocks: int, prompt_len: int) -> float:
         cached = min(cached_blocks * self.dep.block_size, prompt_len - 1)
         sched = self.dep.scheduler_for(p)
-        return prefill_seconds(self.dep.machine(p), prompt_len - cached, cached, sched.chunk_tokens)
+        m = self._machines.get(p.id)
+        if m is None:
+            m = self._machines[p.id] = self.dep.machine(p)
+        return prefill_seconds(m, prompt_len - cached, cached, sched.chunk_tokens)
 
     # -- accounting -----------------------------------------------------------------------
     def hold(self, instance_id: str, flow: Hashable, tokens: int = 0) -> None:

@@ -84,11 +84,16 @@ class _LruSet:
         t0 = self.base + len(order)
         order.extend(hashes)
         ticks.update(zip(hashes, range(t0, t0 + len(hashes)), strict=True))
-        while len(ticks) > cap:
-            h = order.popleft()
-            if ticks.get(h) == self.base:
-                del ticks[h]
-            self.base += 1
+        excess = len(ticks) - cap
+        if excess > 0:  # drop the oldest live ones (and the stale copies before them)
+            base, popleft, tick_of = self.base, order.popleft, ticks.get
+            while excess:
+                h = popleft()
+                if tick_of(h) == base:
+                    del ticks[h]
+                    excess -= 1
+                base += 1
+            self.base = base
         if len(order) > 8 * len(ticks) + 4096:  # mostly stale copies: keep the live ones
             live = sorted(ticks, key=ticks.__getitem__)  # (in C; ticks are distinct)
             self.order = deque(live)

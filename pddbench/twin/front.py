@@ -109,35 +109,36 @@ class TwinFlow:
                 twin.sim.at(at, worker.abort, self.rid)
 
     def deliver(self, instance_id: str, item: Any) -> None:
-        label = self.core.label_of(instance_id)
+        core = self.core
+        label = core.labels.get(instance_id)  # core.label_of, once per message
         if label is None or self.closed:
             return
         if self.answered:
             if isinstance(item, dict):
-                self.core.drain_event(label, item)
+                core.drain_event(label, item)
             self._maybe_close()
             return
-        self._guard(self._handle, label, item)
-
-    def _handle(self, label: str, item: Any) -> None:
-        now = self.twin.sim.now
-        if type(item) is tuple:  # the tokens of one step: (first position, ids)
-            ready = len(self.core.tokens(label, item[0], item[1], now))
-            if ready:
-                t = self.twin.net.control(now, self.twin.router, self.twin.router)
-                t += self.twin.host.to_client_s
-                if self.chunks and self.chunks[-1][0] == t:
-                    self.chunks[-1] = (t, self.chunks[-1][1] + ready)
-                else:
-                    self.chunks.append((t, ready))
-        else:
-            self._act(self.core.event(label, item, now))
-        core = self.core
-        if core.complete and not self.answered:
-            if "P" not in core.opened or "P" in core.done_labels:
-                self._answer()
+        twin = self.twin
+        now = twin.sim.now
+        try:  # as _guard
+            if type(item) is tuple:  # the tokens of one step: (first position, ids)
+                ready = len(core.tokens(label, item[0], item[1], now))
+                if ready:
+                    t = twin.to_client(now)
+                    chunks = self.chunks
+                    if chunks and chunks[-1][0] == t:
+                        chunks[-1] = (t, chunks[-1][1] + ready)
+                    else:
+                        chunks.append((t, ready))
             else:
-                self.twin.sim.after(STORY_GRACE_S, self._answer)
+                self._act(core.event(label, item, now))
+            if core.complete and not self.answered:
+                if "P" not in core.opened or "P" in core.done_labels:
+                    self._answer()
+                else:
+                    twin.sim.after(STORY_GRACE_S, self._answer)
+        except RequestFailed as exc:
+            self._failed(str(exc))
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:

@@ -245,11 +245,19 @@ class Direction:
         self._gen = 0  # the armed drain event's generation
         self.at: Schedule | None = None  # the twin's clock: at(t, fn, *args)
         self._rng = random.Random(seed)
+        self._random = self._rng.random
         self.usage: Usage | None = None
         self.timed = len(timeline) > 1
         self._times = [t for t, _, _ in timeline]
         self._params = [p for _, p, _ in timeline]
         self._up = [up for _, _, up in timeline]
+        # control's usual case (unscheduled), worked out once to the same floats: jitter's
+        # (lo, span) as random.uniform(-j, j) draws it (lo + span * random()) or the fixed
+        # delay without jitter, and a message's time on the line
+        j = params.jitter_s
+        self._jitter = (-j, j - -j) if j > 0 else None
+        self._fixed = max(0.0, params.delay_s + 0.0)
+        self._tx = CONTROL_BYTES / params.rate_bytes_per_s
 
     def delay(self, p: PathParams | None = None) -> float:
         p = p or self.p
@@ -274,6 +282,20 @@ class Direction:
         """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
         delays a message but never lets it overtake an earlier one; on a downed link it
         leaves when the link is back)."""
+        if not self.timed and nbytes == CONTROL_BYTES:  # as below, with what init worked out
+            if self.usage is not None:
+                self.usage.message(now, nbytes)
+            if self._jitter is None:
+                d = self._fixed
+            else:
+                lo, span = self._jitter
+                d = self.p.delay_s + (lo + span * self._random())
+                d = d if d > 0.0 else 0.0  # max(0.0, d)
+            t = now + d + self._tx
+            if self.last_control > t:
+                t = self.last_control
+            self.last_control = t
+            return t
         p = self.p
         if self.timed:
             i = self._state(now)
@@ -439,6 +461,7 @@ class Network:
         self.seed = seed
         self.prewarmed = prewarmed
         self._dirs: dict[tuple[str, str], Direction] = {}
+        self._pairs: dict[tuple[str, str], Direction] = {}  # (src id, dst id) -> its direction
         self._used: set[tuple[str, str]] = set()  # connections that carried KV (warm)
         self.timelines = wan_timelines(net) if net is not None else {}
         self.usage_s: float | None = None
@@ -488,6 +511,10 @@ class Network:
     def direction(self, src: InstanceConfig, dst: InstanceConfig) -> Direction:
         """The direction's queue: one per WAN direction (shared by every transfer on it),
         one per instance pair inside a datacenter."""
+        pair = (src.id, dst.id)
+        d = self._pairs.get(pair)
+        if d is not None:
+            return d
         if src.datacenter != dst.datacenter:
             key = (src.datacenter, dst.datacenter)
         else:
@@ -505,6 +532,7 @@ class Network:
             if line is not None and self.usage_s is not None:
                 d.usage = Usage(self.usage_s)
             self._dirs[key] = d
+        self._pairs[pair] = d
         return d
 
     def wan_direction(self, link: str, direction: LinkDirection) -> Direction | None:

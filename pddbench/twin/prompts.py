@@ -15,6 +15,8 @@ them row by row from a trace table's columns. Pure.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain, repeat
+from operator import add, mul
 
 import pyarrow as pa
 
@@ -29,7 +31,8 @@ def server_hashes(
     if trace_bs % server_bs == 0:
         f = trace_bs // server_bs
         listed = trace_hashes[: -(-input_length // trace_bs)]  # a partial last block too
-        out = [h * f + i for h in listed for i in range(f)]
+        starts = list(map(mul, listed, repeat(f)))  # block h's ids h * f + i, i < f (in C)
+        out = list(chain.from_iterable(map(range, starts, map(add, starts, repeat(f)))))
     elif server_bs % trace_bs == 0:  # coarser server blocks: every k-th chained hash
         k = server_bs // trace_bs
         out = list(trace_hashes[k - 1 :: k])

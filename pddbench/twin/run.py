@@ -24,7 +24,7 @@ from pddbench.servers.flow_core import Tally
 from pddbench.servers.router_core import RouterCore
 from pddbench.twin.front import TwinFlow
 from pddbench.twin.host import NONE, HostCosts
-from pddbench.twin.links import FlowCaps, Network
+from pddbench.twin.links import Direction, FlowCaps, Network
 from pddbench.twin.sim import Sim
 from pddbench.twin.worker import TwinWorker
 
@@ -59,9 +59,18 @@ class Twin:
             self.core.set_healthy(iid, True)
         self.flows: dict[str, TwinFlow] = {}
         self.cached_theoretical: dict[str, int] | None = None  # by request id, when known
+        self._front: Direction | None = None  # router -> client (looked up at first use)
+        self._to_client_s = host.to_client_s
 
     def worker(self, instance_id: str) -> TwinWorker:
         return self.workers[instance_id]
+
+    def to_client(self, now: float) -> float:
+        """When a chunk the router sends the client at ``now`` is read there."""
+        front = self._front
+        if front is None:
+            front = self._front = self.net.direction(self.router, self.router)
+        return front.control(now) + self._to_client_s
 
     def deliver(self, instance_id: str, rid: str, item: Any) -> None:
         flow = self.flows.get(rid)

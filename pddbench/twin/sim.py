@@ -7,8 +7,8 @@ run. Must not read a wall clock, sleep or touch sockets.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 
@@ -21,8 +21,9 @@ class Sim:
 
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at ``t`` (never before now)."""
-        self._n += 1
-        heapq.heappush(self._heap, (max(t, self.now), self._n, fn, args))
+        n = self._n = self._n + 1
+        now = self.now
+        heappush(self._heap, (now if now > t else t, n, fn, args))  # max(t, now)
 
     def next_time(self) -> float | None:
         """When the next callback is due (None: nothing is scheduled)."""
@@ -33,21 +34,32 @@ class Sim:
 
     def run(self, until: float = float("inf")) -> None:
         heap = self._heap
-        while heap and heap[0][0] <= until:
-            t, _, fn, args = heapq.heappop(heap)
-            self.now = t
-            self.events += 1
-            fn(*args)
+        events = self.events
+        try:
+            while heap and heap[0][0] <= until:
+                t, _, fn, args = heappop(heap)
+                self.now = t
+                events += 1
+                fn(*args)
+        finally:
+            self.events = events
 
 
 class _Handle:
-    __slots__ = ("cancelled",)
+    """A scheduled callback that can be cancelled (the sim runs :meth:`fire`)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("callback", "cancelled")
+
+    def __init__(self, callback: Callable[[], object]) -> None:
+        self.callback = callback
         self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    def fire(self) -> None:
+        if not self.cancelled:
+            self.callback()
 
 
 class SimTimers:
@@ -60,14 +72,9 @@ class SimTimers:
         return self.sim.now
 
     def call_at(self, when: float, callback: Callable[[], object]) -> _Handle:
-        handle = _Handle()
-        self.sim.at(when, _unless_cancelled, handle, callback)
+        handle = _Handle(callback)
+        self.sim.at(when, handle.fire)
         return handle
 
     def call_soon(self, callback: Callable[[], object]) -> _Handle:
         return self.call_at(self.sim.now, callback)
-
-
-def _unless_cancelled(handle: _Handle, callback: Callable[[], object]) -> None:
-    if not handle.cancelled:
-        callback()

@@ -27,7 +27,7 @@ from pddbench.servers.metrics import Registry
 from pddbench.servers.radix import KvPool
 from pddbench.servers.tokens import TokenStream
 from pddbench.twin.host import HostCosts
-from pddbench.twin.links import CONTROL_BYTES, BulkFlow, Network
+from pddbench.twin.links import CONTROL_BYTES, BulkFlow, Direction, Network
 from pddbench.twin.sim import Sim, SimTimers
 
 Spec = proto.GenerateSpec | proto.DecodeSpec | proto.PrefillSpec
@@ -211,6 +211,11 @@ class TwinWorker:
         self.streams: dict[str, list[Sender]] = {}  # WAN peer -> senders holding its streams
         self.waiting: dict[str, list[Sender]] = {}  # ... and those waiting for one
         self.acks: dict[str, list[Callable[[int], None]]] = {}
+        # what every message to the router reads, bound once
+        self._up: Direction | None = None  # to the router (looked up at its first message)
+        self._message_s = fab.host.message_s
+        self._sim = fab.sim
+        self._deliver = fab.deliver
 
     # -- requests from the router ---------------------------------------------------------
     def open(self, spec: Spec) -> None:
@@ -242,16 +247,17 @@ class TwinWorker:
             self.run(effects)
 
     def _events(self, events: list[Event]) -> None:
-        self.run(self.core.dispatch(events, self.fab.sim.now))
+        self.run(self.core.dispatch(events, self._sim.now))
 
     # -- effects --------------------------------------------------------------------------
     def run(self, effects: list[Effect]) -> None:
         fab = self.fab
+        to_router = self._to_router
         for e in effects:
             job = e.job
             do = e.do
             if do is _TOKEN and job is not None:  # a request's tokens of one step: one message
-                self._to_router(job.rid, (e.n, e.tokens))
+                to_router(job.rid, (e.n, e.tokens))
             elif do is _KICK or job is None:
                 self.driver.kick()
             elif do is _EMIT:
@@ -284,9 +290,11 @@ class TwinWorker:
                 self.acks.pop(job.rid, None)
 
     def _to_router(self, rid: str, item: Any) -> None:
-        fab = self.fab
-        t = fab.net.control(fab.sim.now, self.inst, fab.router) + fab.host.message_s
-        fab.sim.at(t, fab.deliver, self.inst.id, rid, item)
+        up = self._up
+        if up is None:
+            up = self._up = self.fab.net.direction(self.inst, self.fab.router)
+        sim = self._sim
+        sim.at(up.control(sim.now) + self._message_s, self._deliver, self.inst.id, rid, item)
 
     # -- P's senders ----------------------------------------------------------------------
     def _start_senders(self, job: JobCore, computed: int) -> None:
