@@ -251,19 +251,16 @@ class Direction:
         self._times = [t for t, _, _ in timeline]
         self._params = [p for _, p, _ in timeline]
         self._up = [up for _, _, up in timeline]
-        # control's usual case (unscheduled), worked out once to the same floats: jitter's
-        # (lo, span) as random.uniform(-j, j) draws it (lo + span * random()) or the fixed
-        # delay without jitter, and a message's time on the line
-        j = params.jitter_s
-        self._jitter = (-j, j - -j) if j > 0 else None
-        self._fixed = max(0.0, params.delay_s + 0.0)
-        self._tx = CONTROL_BYTES / params.rate_bytes_per_s
 
     def delay(self, p: PathParams | None = None) -> float:
+        """One propagation delay with its jitter drawn (``random.uniform(-j, j)``, written
+        out as it computes it: the same floats without the call)."""
         p = p or self.p
         j = p.jitter_s
-        d = p.delay_s + (self._rng.uniform(-j, j) if j > 0 else 0.0)
-        return max(0.0, d)
+        if j <= 0:
+            return max(0.0, p.delay_s + 0.0)
+        d = p.delay_s + (-j + (j - -j) * self._random())
+        return d if d > 0.0 else 0.0
 
     def delay_at(self, t: float) -> float:
         """One propagation delay (jitter drawn) for bytes leaving the line at ``t``."""
@@ -282,20 +279,6 @@ class Direction:
         """Arrival of a control message sent at ``now`` (ahead of any bulk bytes; jitter
         delays a message but never lets it overtake an earlier one; on a downed link it
         leaves when the link is back)."""
-        if not self.timed and nbytes == CONTROL_BYTES:  # as below, with what init worked out
-            if self.usage is not None:
-                self.usage.message(now, nbytes)
-            if self._jitter is None:
-                d = self._fixed
-            else:
-                lo, span = self._jitter
-                d = self.p.delay_s + (lo + span * self._random())
-                d = d if d > 0.0 else 0.0  # max(0.0, d)
-            t = now + d + self._tx
-            if self.last_control > t:
-                t = self.last_control
-            self.last_control = t
-            return t
         p = self.p
         if self.timed:
             i = self._state(now)
@@ -307,7 +290,9 @@ class Direction:
             p = self._params[i]
         if self.usage is not None:
             self.usage.message(now, nbytes)
-        t = max(now + self.delay(p) + nbytes / p.rate_bytes_per_s, self.last_control)
+        t = now + self.delay(p) + nbytes / p.rate_bytes_per_s
+        if self.last_control > t:
+            t = self.last_control
         self.last_control = t
         return t
 
