@@ -1,4 +1,6 @@
 """The twin's link model: how long a message or a KV transfer takes between two instances.
+(Over 500 lines for one reason: a direction's messages, shared bulk flows, schedule states
+and usage are one state machine, advanced together at every event.)
 
 Owns, per direction of each path (an in-DC segment pair, or segment + WAN link + segment):
 
