@@ -342,6 +342,16 @@ class NetworkConfig(_Model):
             yield link, "a_to_b"
             yield link, "b_to_a"
 
+    def between(self, src: str, dst: str) -> tuple[LinkConfig, Direction] | None:
+        """The link and direction that carry traffic from site ``src`` to site ``dst``
+        (None: no link joins them directly)."""
+        for link in self.links:
+            if (src, dst) == (link.a, link.b):
+                return link, "a_to_b"
+            if (src, dst) == (link.b, link.a):
+                return link, "b_to_a"
+        return None
+
 
 def _no_duplicates(names: list[str], what: str) -> None:
     seen: set[str] = set()

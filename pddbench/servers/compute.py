@@ -224,6 +224,13 @@ def step_cost(m: Machine, shape: StepShape) -> StepCost:
     return price(m, shape.prefill, shape.extend, shape.decode_batch, shape.decode_context)
 
 
+def segment_sums(new: int, context: int, count: int = 1) -> tuple[int, int]:
+    """(query, key) pairs and KV tokens of ``count`` segments of ``new`` tokens each, over
+    ``context`` tokens already there in all: ``Σ n (c + (n + 1) / 2)`` and ``Σ (c + n)``,
+    as whole numbers."""
+    return new * context + count * (new * (new + 1) // 2), context + count * new
+
+
 def price(
     m: Machine,
     prefill: Sequence[tuple[int, int]],
@@ -236,12 +243,14 @@ def price(
     t_prefill = pairs_p = kv_prefill = 0
     t_extend = pairs_d = kv_decode = 0
     for tok, c in prefill:
-        pairs_p += tok * c + tok * (tok + 1) // 2
-        kv_prefill += c + tok
+        pairs, kv = segment_sums(tok, c)
+        pairs_p += pairs
+        kv_prefill += kv
         t_prefill += tok
     for k, c in extend:
-        pairs_d += k * c + k * (k + 1) // 2
-        kv_decode += c + k
+        pairs, kv = segment_sums(k, c)
+        pairs_d += pairs
+        kv_decode += kv
         t_extend += k
     sums = (t_prefill, pairs_p, kv_prefill, t_extend, pairs_d, kv_decode)
     return price_sums(m, *sums, decode_batch, decode_context)

@@ -79,12 +79,12 @@ class StepDriver:
         if step is None:
             return
         self._deadline = start + step.duration
-        self._timer = (self._loop or self.loop).call_at(self._deadline, self._done)
+        self._timer = self.loop.call_at(self._deadline, self._done)
 
     def _done(self) -> None:
         step = self._step
         assert step is not None
-        t = (self._loop or self.loop).time()
+        t = self.loop.time()
         late = max(0.0, t - self._deadline)
         self.lag.observe(late)
         self._step = None

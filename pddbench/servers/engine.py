@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pddbench.servers.compute import Machine, price_sums
+from pddbench.servers.compute import Machine, price_sums, segment_sums
 from pddbench.servers.radix import KvPool, Node
 from pddbench.servers.speculative import OFF, Speculation, draw_key, step_tokens
 from pddbench.servers.tokens import TokenStream
@@ -349,9 +349,9 @@ class Engine:
             if seq.phase is _EXTEND:
                 k = seq.pending_extend
                 extend.append((seq, k))
-                c = seq.computed + seq.processed
-                pairs_d += k * c + k * (k + 1) // 2
-                kv_decode += c + k
+                pairs, kv = segment_sums(k, seq.computed + seq.processed)
+                pairs_d += pairs
+                kv_decode += kv
                 t_extend += k
             elif extending:
                 continue  # an extend batch is a forward pass of its own; decode waits for it
@@ -360,9 +360,9 @@ class Engine:
                 batch += 1
                 ctx_sum += seq.computed + seq.processed + 1
         if draft > 1:  # each verifies `draft` tokens: an extend of them on top of its context
-            c = ctx_sum - batch
-            pairs_d += draft * c + batch * (draft * (draft + 1) // 2)
-            kv_decode += c + batch * draft
+            pairs, kv = segment_sums(draft, ctx_sum - batch, batch)
+            pairs_d += pairs
+            kv_decode += kv
             t_extend += batch * draft
             ctx_sum = 0
         budget = cfg.chunk_tokens - batch * draft
@@ -371,9 +371,9 @@ class Engine:
                 break
             n = min(budget, seq.prompt_len - seq.computed)
             prefill.append((seq, n))
-            c = seq.computed
-            pairs_p += n * c + n * (n + 1) // 2
-            kv_prefill += c + n
+            pairs, kv = segment_sums(n, seq.computed)
+            pairs_p += pairs
+            kv_prefill += kv
             t_prefill += n
             budget -= n
             if seq.t_prefill_start is None:

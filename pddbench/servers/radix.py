@@ -55,14 +55,7 @@ class RadixTree:
     # -- queries -----------------------------------------------------------------------
     def match(self, hashes: Sequence[int], *, touch: bool = True) -> Match:
         """Longest cached prefix of ``hashes`` (marks it recently used unless ``touch=False``)."""
-        node = self.root
-        n = 0
-        try:  # a subscript per block, one KeyError at the end: cheaper than a get per block
-            for h in hashes:
-                node = node.children[h]
-                n += 1
-        except KeyError:
-            pass
+        node, n = _walk(self.root, hashes)
         if touch and n:
             self._touch(node)
         return Match(node, n)
@@ -91,14 +84,7 @@ class RadixTree:
     def insert(self, hashes: Sequence[int], start: Node | None = None) -> tuple[Node, int]:
         """Add the blocks of ``hashes`` that are missing below ``start`` (a node of this
         tree, default the root); returns (deepest node, new blocks)."""
-        node = self.root if start is None else start
-        k = 0
-        try:  # the blocks already there (as match walks them)
-            for h in hashes:
-                node = node.children[h]
-                k += 1
-        except KeyError:
-            pass
+        node, k = _walk(self.root if start is None else start, hashes)  # what is there
         new = len(hashes) - k
         for h in hashes[k:] if new else ():  # below a new node every block is new
             nxt = Node(h, node)
@@ -219,3 +205,16 @@ class KvPool:
         moved = max(0, len(hashes) * self.block_size - cached_tokens)
         self.private_tokens -= moved
         return node, moved
+
+
+def _walk(node: Node, hashes: Sequence[int]) -> tuple[Node, int]:
+    """The deepest node below ``node`` along ``hashes``, and how many blocks it went down
+    (a subscript per block and one KeyError at the end: cheaper than a get per block)."""
+    n = 0
+    try:
+        for h in hashes:
+            node = node.children[h]
+            n += 1
+    except KeyError:
+        pass
+    return node, n

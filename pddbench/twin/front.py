@@ -110,7 +110,7 @@ class TwinFlow:
 
     def deliver(self, instance_id: str, item: Any) -> None:
         core = self.core
-        label = core.labels.get(instance_id)  # core.label_of, once per message
+        label = core.label_of(instance_id)
         if label is None or self.closed:
             return
         if self.answered:
@@ -118,27 +118,27 @@ class TwinFlow:
                 core.drain_event(label, item)
             self._maybe_close()
             return
-        twin = self.twin
+        self._guard(self._handle, label, item)
+
+    def _handle(self, label: str, item: Any) -> None:
+        core, twin = self.core, self.twin
         now = twin.sim.now
-        try:  # as _guard
-            if type(item) is tuple:  # the tokens of one step: (first position, ids)
-                ready = len(core.tokens(label, item[0], item[1], now))
-                if ready:
-                    t = twin.to_client(now)
-                    chunks = self.chunks
-                    if chunks and chunks[-1][0] == t:
-                        chunks[-1] = (t, chunks[-1][1] + ready)
-                    else:
-                        chunks.append((t, ready))
-            else:
-                self._act(core.event(label, item, now))
-            if core.complete and not self.answered:
-                if "P" not in core.opened or "P" in core.done_labels:
-                    self._answer()
+        if type(item) is tuple:  # the tokens of one step: (first position, ids)
+            ready = len(core.tokens(label, item[0], item[1], now))
+            if ready:
+                t = twin.to_client(now)
+                chunks = self.chunks
+                if chunks and chunks[-1][0] == t:
+                    chunks[-1] = (t, chunks[-1][1] + ready)
                 else:
-                    twin.sim.after(STORY_GRACE_S, self._answer)
-        except RequestFailed as exc:
-            self._failed(str(exc))
+                    chunks.append((t, ready))
+        else:
+            self._act(core.event(label, item, now))
+        if core.complete and not self.answered:
+            if "P" not in core.opened or "P" in core.done_labels:
+                self._answer()
+            else:
+                twin.sim.after(STORY_GRACE_S, self._answer)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:

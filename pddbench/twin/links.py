@@ -255,12 +255,12 @@ class Direction:
         self._up = [up for _, _, up in timeline]
 
     def delay(self, p: PathParams | None = None) -> float:
-        """One propagation delay with its jitter drawn (``random.uniform(-j, j)``, written
-        out as it computes it: the same floats without the call)."""
+        """One propagation delay, jitter drawn as ``random.uniform(-j, j)`` computes it
+        (``a + (b - a) * random()``: the same floats, without its call per message)."""
         p = p or self.p
         j = p.jitter_s
         if j <= 0:
-            return max(0.0, p.delay_s + 0.0)
+            return max(0.0, p.delay_s)
         d = p.delay_s + (-j + (j - -j) * self._random())
         return d if d > 0.0 else 0.0
 
@@ -292,9 +292,7 @@ class Direction:
             p = self._params[i]
         if self.usage is not None:
             self.usage.message(now, nbytes)
-        t = now + self.delay(p) + nbytes / p.rate_bytes_per_s
-        if self.last_control > t:
-            t = self.last_control
+        t = max(now + self.delay(p) + nbytes / p.rate_bytes_per_s, self.last_control)
         self.last_control = t
         return t
 
@@ -464,12 +462,7 @@ class Network:
     def _wan_link(self, src_dc: str, dst_dc: str) -> tuple[LinkConfig, LinkDirection] | None:
         if self.net is None or src_dc == dst_dc:
             return None
-        for link in self.net.links:
-            if (src_dc, dst_dc) == (link.a, link.b):
-                return link, "a_to_b"
-            if (src_dc, dst_dc) == (link.b, link.a):
-                return link, "b_to_a"
-        return None
+        return self.net.between(src_dc, dst_dc)
 
     def _timeline(self, src: InstanceConfig, dst: InstanceConfig) -> list[LinkState] | None:
         found = self._wan_link(src.datacenter, dst.datacenter)

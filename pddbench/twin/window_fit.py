@@ -46,15 +46,6 @@ class FlowSample:
         return self.modelled_bytes * 8 / self.active_s / 1e6
 
 
-def _direction(net: NetworkConfig, src_dc: str, dst_dc: str) -> tuple[str, Direction] | None:
-    for link in net.links:
-        if (src_dc, dst_dc) == (link.a, link.b):
-            return link.link_name, "a_to_b"
-        if (src_dc, dst_dc) == (link.b, link.a):
-            return link.link_name, "b_to_a"
-    return None
-
-
 def flow_samples(
     server_timings: Iterable[object], dep: DeploymentConfig, net: NetworkConfig
 ) -> list[FlowSample]:
@@ -77,13 +68,16 @@ def flow_samples(
             source = source or roles.get("P")
             if receiver not in dcs or source not in dcs:
                 continue
-            found = _direction(net, dcs[source], dcs[receiver])
+            found = net.between(dcs[source], dcs[receiver])
             spans = kv.get("active") or []
             active = sum(b - a for a, b in spans)
             if found is None or active <= 0:
                 continue
             modelled = float(kv["modelled_bytes"])
-            out.append(FlowSample(*found, modelled, active, spans[0][0], spans[-1][1]))
+            link, direction = found
+            out.append(
+                FlowSample(link.link_name, direction, modelled, active, spans[0][0], spans[-1][1])
+            )
     return out
 
 
