@@ -187,6 +187,7 @@ def _engine_argv(engine: Any, host: str, paths: RunPaths, addresses: dict[str, s
         "name": engine.name,
         "run_dir": str(paths.root),
         "addr": addresses,  # {addr[NAME]}: instance NAME's host:port
+        "hostof": {n: a.rpartition(":")[0] for n, a in addresses.items()},  # {hostof[NAME]}
     }
     try:
         return [part.format(**values) for part in engine.command]

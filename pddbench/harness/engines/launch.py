@@ -7,7 +7,8 @@ so the process the harness started, health-checks and stops is the engine itself
 Arguments after ``--`` go to the engine unchanged. GPU-only engines refuse at once, in
 one line, on a machine without an NVIDIA GPU.
 
-Engines: ``vllm`` (CPU build, OpenAI API, block size 128), ``llamacpp`` (llama-server,
+Engines: ``vllm`` (CPU build, OpenAI API, block size 128; ``--kv-listen`` adds pddbench's
+KV connector over TCP for PD and PDD deployments), ``llamacpp`` (llama-server,
 OpenAI API, exact-token per-slot cache), and ``gpu`` — ``launch gpu -- PROGRAM ARGS``
 checks for an NVIDIA GPU and execs ``PROGRAM ARGS`` unchanged (the documented GPU
 templates use it for SGLang, vLLM and their routers).
@@ -16,6 +17,7 @@ templates use it for SGLang, vLLM and their routers).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -81,9 +83,27 @@ def vllm_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         "--max-model-len",
         str(args.max_model_len),
         "--dtype",
-        "bfloat16",
+        args.dtype,
     ]
+    if args.kv_listen:
+        argv += ["--kv-transfer-config", json.dumps(kv_transfer_config(args))]
     return [*argv, *extra]
+
+
+def kv_transfer_config(args: argparse.Namespace) -> dict[str, object]:
+    """vLLM's ``--kv-transfer-config`` for pddbench's KV connector over TCP
+    (:mod:`pddbench.harness.engines.kvtcp`): its node listens on ``--kv-listen`` and keeps
+    warm connections to each ``--kv-peer``."""
+    return {
+        "kv_connector": "PddTcpConnector",
+        "kv_connector_module_path": "pddbench.harness.engines.kvtcp.connector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {
+            "listen": args.kv_listen,
+            "peers": list(args.kv_peer),
+            "streams": args.kv_streams,
+        },
+    }
 
 
 def llamacpp_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
@@ -144,6 +164,10 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--max-model-len", type=int, default=32768)
     p.add_argument("--slots", type=int, default=8, help="llama.cpp: parallel slots")
     p.add_argument("--threads", type=int, default=None, help="llama.cpp: CPU threads")
+    p.add_argument("--dtype", default="bfloat16", help="vLLM: weights and KV dtype")
+    p.add_argument("--kv-listen", help="vLLM: HOST:PORT of pddbench's KV connector node")
+    p.add_argument("--kv-peer", action="append", default=[], help="vLLM: a KV peer to keep warm")
+    p.add_argument("--kv-streams", type=int, default=2, help="vLLM: KV connections per peer")
     return p.parse_args(argv), extra
 
 
@@ -162,6 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LaunchError as exc:
         print(f"pddbench engine launch: {exc}", file=sys.stderr, flush=True)
         return EXIT_REFUSED
+    if cmd[0] == str(vllm_python()):  # vLLM loads pddbench's KV connector by module path
+        root = str(Path(__file__).resolve().parents[3])
+        paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     print("exec: " + " ".join(cmd), flush=True)
     try:
         os.execv(cmd[0], cmd)
