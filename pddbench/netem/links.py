@@ -26,6 +26,8 @@ from pddbench.netem.delayline import DelaySettings
 from pddbench.netem.nftables import QueueRule, install_queue_rules
 from pddbench.netem.plan import DirectionPlan
 from pddbench.netem.shaping import (
+    HTB_BULK,
+    HTB_CLASS,
     ShapingBackend,
     TcRequest,
     change_requests,
@@ -46,6 +48,17 @@ def apply_tc(netns: str, ifname: str, requests: list[TcRequest]) -> None:
             ipr.tc(req.command, req.kind, index, req.handle, **req.kwargs)
 
     nsutil.with_iproute(netns, send)
+
+
+def _class_bytes(msg: Any) -> int:
+    """The byte counter of a tc class message (TCA_STATS2's basic stats, else TCA_STATS)."""
+    stats2 = msg.get_attr("TCA_STATS2")
+    if stats2 is not None:
+        basic = stats2.get_attr("TCA_STATS_BASIC")
+        if basic is not None:
+            return int(basic["bytes"])
+    stats = msg.get_attr("TCA_STATS")
+    return int(stats["bytes"]) if stats is not None else 0
 
 
 class DelayDaemon:
@@ -188,6 +201,22 @@ class ShapedDirection:
         reply = self.daemon.command(cmd)
         if not reply.get("ok"):
             raise RuntimeError(f"delay daemon refused the change: {reply}")
+
+    def class_bytes(self) -> dict[str, int]:
+        """Bytes this direction's egress has sent so far, by traffic class: ``bulk`` (the
+        DSCP-marked class) and ``control`` (everything else; all bytes in a FIFO layout).
+        IP packets as the qdisc saw them: headers included."""
+
+        def read(ipr: Any) -> dict[str, int]:
+            index = ipr.link_lookup(ifname=self.plan.ifname)[0]
+            out = {"control": 0, "bulk": 0}
+            for msg in ipr.get_classes(index=index):
+                name = {HTB_CLASS: "control", HTB_BULK: "bulk"}.get(msg["handle"])
+                if name is not None:
+                    out[name] = _class_bytes(msg)
+            return out
+
+        return nsutil.with_iproute(self.plan.netns, read)
 
     def stats(self) -> dict[str, Any]:
         if self.daemon is None:

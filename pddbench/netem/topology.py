@@ -520,6 +520,11 @@ class Topology:
             return None
         return WanScheduleRun(self, time.monotonic() if t0 is None else t0)
 
+    def wan_bytes(self) -> dict[str, dict[str, int]]:
+        """Bytes each shaped WAN direction has carried so far, by traffic class
+        (:meth:`ShapedDirection.class_bytes`), keyed like :attr:`directions`."""
+        return {key: sd.class_bytes() for key, sd in self.directions.items()}
+
     def initial_records(self, t0: float) -> list[ChangeRecord]:
         """Each WAN direction's state at ``t0``: the first row of its timeline."""
         out = []

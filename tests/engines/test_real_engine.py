@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +28,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pddbench.harness.engines.install import install
+from tests.engines.conftest import PDDBENCH, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-PROFILE = Path(__file__).parent / "engine_ci.toml"
-PDDBENCH = [sys.executable, "-m", "pddbench"]
 ENGINES = ("vllm", "llamacpp")
 
 pytestmark = [
@@ -58,20 +55,6 @@ class EngineRun:
     manifest: dict[str, object]
     install_s: float
     replay_s: float
-
-
-@pytest.fixture(scope="session")
-def ci_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("engine-trace") / "engine-ci.parquet"
-    res = subprocess.run(
-        [*PDDBENCH, "trace", "synth", "--profile", str(PROFILE), "-o", str(path), "-q"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
-    return path
 
 
 def _replay(engine: str, trace: Path, out: Path) -> EngineRun:

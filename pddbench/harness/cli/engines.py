@@ -76,3 +76,71 @@ def where_command() -> None:
     click.echo(f"cache: {engine_cache_dir()}")
     for name, path in (("vllm", vllm_python()), ("llamacpp", llama_server())):
         click.echo(f"{name}: {path if path.exists() else 'not installed'}")
+
+
+@engines.command("greedy")
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    required=True,
+    help="A real-engine PD/PDD scenario (repeatable), e.g. vllm-cpu-pdd.",
+)
+@path_option("--trace", required=True, dir_okay=False, help="Trace whose first requests to send.")
+@click.option("--requests", type=int, default=30, show_default=True)
+@click.option(
+    "--max-tokens",
+    type=int,
+    default=32,
+    show_default=True,
+    help="At most this many output tokens per request (the trace's length below it).",
+)
+@click.option("--no-emulation", is_flag=True, help="Loopback: no emulated WAN.")
+@path_option(
+    "--out",
+    file_okay=False,
+    default=Path("results"),
+    show_default=True,
+    help="Folder for the deployments' logs and greedy.json.",
+)
+@click.option(
+    "--min-share",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Exit 1 when a deployment's identical share is below this.",
+)
+def greedy_command(
+    scenarios: tuple[str, ...],
+    trace: Path,
+    requests: int,
+    max_tokens: int,
+    no_emulation: bool,
+    out: Path,
+    min_share: float,
+) -> None:
+    """Greedy equivalence: each request through the deployment and alone on its P instance.
+
+    Prints, per deployment, identical sequences / requests, by pipeline, and the first
+    differing token of every other request (CPU kernels are not batch-invariant: a near-tie
+    may flip a token; they are counted, not hidden)."""
+    from pddbench.harness.config.scenario import load_scenario
+    from pddbench.harness.deploy.systems import emulation_problem
+    from pddbench.harness.jobs.greedy import greedy_cases, run_greedy
+
+    emulate = not no_emulation
+    if emulate and (problem := emulation_problem()):
+        raise click.ClickException(f"{problem} (or pass --no-emulation)")
+    low = False
+    for name in scenarios:
+        scenario = load_scenario(name)
+        cases = greedy_cases(
+            trace, requests, max_tokens, scenario.client.vocab_size, scenario.client.first_token_id
+        )
+        click.echo(f"pddbench: deploying {scenario.name} ...", err=True)
+        summary = run_greedy(scenario, cases, out, emulate=emulate)
+        for line in summary.lines():
+            click.echo(line)
+        low |= summary.share < min_share
+    if low:
+        raise SystemExit(1)

@@ -252,6 +252,7 @@ def _loopback(
                 )
         wait_healthy(instances)
         info.instances = {i.name: i.url or "" for i in instances}
+        info.pids = {i.name: i.proc.pid for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         yield info, instances
     finally:
@@ -322,6 +323,7 @@ def _emulated(
                 )
         client_ns = topo.netns("client")
         info.instances = {i.name: i.url or "" for i in instances}
+        info.pids = {i.name: i.proc.pid for i in instances}
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
 
@@ -333,7 +335,7 @@ def _emulated(
 
         wans: list[Any] = []
         try:
-            yield info, instances, client_ns, Readiness(from_client)
+            yield info, instances, client_ns, Readiness(from_client, topo.wan_bytes)
         finally:
             _terminate([i.proc for i in instances])
             wan = wans[0] if wans else None
@@ -346,9 +348,19 @@ class Readiness:
     (health from there, prewarm, the WAN schedule's start): done once, by the first run
     that calls it, in the client's namespace; later calls do nothing."""
 
-    def __init__(self, work: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        work: Callable[[], None] | None,
+        wan_bytes: Callable[[], dict[str, dict[str, int]]] | None = None,
+    ) -> None:
         self._work = work
         self._lock = threading.Lock()
+        self._wan_bytes = wan_bytes
+
+    def wan_bytes(self) -> dict[str, dict[str, int]] | None:
+        """Bytes each emulated WAN direction has carried so far, by traffic class (None:
+        no emulated WAN)."""
+        return self._wan_bytes() if self._wan_bytes is not None else None
 
     def __call__(self) -> None:
         with self._lock:

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,7 @@ from pddbench.servers.story import RequestStory
 
 ROLES = ("P", "D", "RLD", "MD")
 AFFINITY_BLOCKS = 1 << 16  # per instance: far above what the tiny model's cache holds
+DOWN_S = 10.0  # a member whose connection failed is left out this long, then tried again
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Front:
     loads: dict[str, int] = field(default_factory=dict)
     served: dict[str, int] = field(default_factory=dict)
     failed: int = 0
+    down_until: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = {m.name: AFFINITY_BLOCKS for m in self.cfg.members}
@@ -125,8 +128,18 @@ class Front:
         self.session: aiohttp.ClientSession | None = None
 
     # -- choosing -------------------------------------------------------------------
+    def up(self, role: str) -> list[Member]:
+        """The members of ``role`` not marked down (a connection to one failed lately)."""
+        now = time.monotonic()
+        return [m for m in self.cfg.of(role) if self.down_until.get(m.name, 0.0) <= now]
+
+    def mark_down(self, m: Member) -> None:
+        self.down_until[m.name] = time.monotonic() + DOWN_S
+
     def _pick(self, role: str, hashes: list[int]) -> tuple[Member, int]:
-        members = {m.name: m for m in self.cfg.of(role)}
+        members = {m.name: m for m in self.up(role)}
+        if not members:
+            raise UpstreamError(f"no {role} instance up")
         loads = {n: float(self.loads[n]) for n in members}
         matched = {n: self.affinity.match(n, hashes) for n in members}
         name = choose_instance(loads, matched, len(hashes), SelectionPolicy())
@@ -247,23 +260,34 @@ class _Run:
         front, cfg = self.front, self.cfg
         keys = block_keys(self.prompt, cfg.block)
         hashes = [int.from_bytes(k[:8], "big") for k in keys]
-        p, _ = front._pick("P", hashes)
-        decode_role = "D" if cfg.mode == "pd" else "MD"
-        main, main_blocks = front._pick(decode_role, hashes)
-        relays = cfg.of("RLD")
-        md_cached = main_blocks * cfg.block
-        self.expected_bytes = max(0, len(self.prompt) - md_cached) * cfg.kv_bytes_per_token
-        pipeline = front._decide(len(self.prompt), md_cached, bool(relays))
-        rld = front._pick("RLD", hashes)[0] if pipeline is Pipeline.RELAY else None
-        self.story.pipeline = pipeline.value
-        self.story.routed = time.monotonic()
-        self.story.instances = {"P": p.name, decode_role: main.name}
-        if rld is not None:
-            self.story.instances["RLD"] = rld.name
-        dests = [(decode_role, main)] + ([("RLD", rld)] if rld is not None else [])
-        for m in (p, main, *([rld] if rld else [])):
-            front.loads[m.name] += 1
+        used: list[Member] = []
         try:
+            p, _ = front._pick("P", hashes)
+            decode_role = "D" if cfg.mode == "pd" else "MD"
+            relay_up = bool(front.up("RLD"))
+            if cfg.mode == "pdd" and not front.up("MD") and relay_up:
+                # MD is down: P->RLD, said so in the story, rather than failing every request
+                main, pipeline, decode_role = (
+                    front._pick("RLD", hashes)[0],
+                    Pipeline.RLD_ONLY,
+                    "RLD",
+                )
+                self.story.routing["reason"] = "no MD instance up: finished on RLD"
+            else:
+                main, main_blocks = front._pick(decode_role, hashes)
+                md_cached = main_blocks * cfg.block
+                self.expected_bytes = max(0, len(self.prompt) - md_cached) * cfg.kv_bytes_per_token
+                pipeline = front._decide(len(self.prompt), md_cached, relay_up)
+            rld = front._pick("RLD", hashes)[0] if pipeline is Pipeline.RELAY else None
+            self.story.pipeline = pipeline.value
+            self.story.routed = time.monotonic()
+            self.story.instances = {"P": p.name, decode_role: main.name}
+            if rld is not None:
+                self.story.instances["RLD"] = rld.name
+            dests = [(decode_role, main)] + ([("RLD", rld)] if rld is not None else [])
+            used = [p, main, *([rld] if rld else [])]
+            for m in used:
+                front.loads[m.name] += 1
             await self._prefill(p, dests)
             if rld is None:
                 await self._decode(main, decode_role, self.prompt, self.max_tokens)
@@ -277,7 +301,7 @@ class _Run:
             front.failed += 1
             return await self._fail(str(exc) or type(exc).__name__)
         finally:
-            for m in (p, main, *([rld] if rld else [])):
+            for m in used:
                 front.loads[m.name] -= 1
             for task in self.watches.values():
                 task.cancel()
@@ -382,8 +406,7 @@ class _Run:
         if "min_tokens" in self.body:
             body["min_tokens"] = n
         sent = time.monotonic()
-        assert self.front.session is not None
-        async with self.front.session.post(f"http://{m.http}/v1/completions", json=body) as resp:
+        async with self._request(m, body) as resp:
             if resp.status != 200:
                 raise UpstreamError(f"{m.name}: HTTP {resp.status}: {(await resp.text())[:200]}")
             async for raw in resp.content:
@@ -417,11 +440,21 @@ class _Run:
             raise UpstreamError(f"{m.name}: stream ended after {len(self.tokens)} tokens")
 
     async def _post(self, m: Member, body: dict) -> dict:
-        assert self.front.session is not None
-        async with self.front.session.post(f"http://{m.http}/v1/completions", json=body) as resp:
+        async with self._request(m, body) as resp:
             if resp.status != 200:
                 raise UpstreamError(f"{m.name}: HTTP {resp.status}: {(await resp.text())[:200]}")
             return await resp.json()
+
+    @contextlib.asynccontextmanager
+    async def _request(self, m: Member, body: dict) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A POST to ``m``; a connection that fails or drops marks ``m`` down."""
+        assert self.front.session is not None
+        try:
+            async with self.front.session.post(f"http://{m.http}/v1/completions", json=body) as r:
+                yield r
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            self.front.mark_down(m)
+            raise UpstreamError(f"{m.name}: {type(exc).__name__}: {exc}") from None
 
     # -- the client's side ----------------------------------------------------------------
     async def _open(self) -> web.StreamResponse:

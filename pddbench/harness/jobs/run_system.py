@@ -269,10 +269,12 @@ def run_system(
 
     def drive(at: Attached, opts: ReplayOptions, run_plan: ReplayPlan) -> SystemRun:
         def client() -> SystemRun:
+            before = None
             if at.ready is not None:  # healthy from here, prewarmed: once per deployment
                 at.ready()
                 if at.deployment is not None:
                     manifest.deployment = at.deployment.recorded()
+                before = at.ready.wan_bytes()
             outcome = backend.drive(
                 Drive(
                     run_plan,
@@ -285,6 +287,13 @@ def run_system(
                     resume=resume,
                 )
             )
+            if before is not None and at.ready is not None and manifest.deployment is not None:
+                after = at.ready.wan_bytes() or {}
+                manifest.deployment.wan_bytes = {
+                    key: {c: n - before.get(key, {}).get(c, 0) for c, n in counts.items()}
+                    for key, counts in after.items()
+                }
+                manifest.save(paths.root)
             quiet = None
             if settle_timeout_s is not None and not outcome.interrupted:
                 metrics = at.front_door.rstrip("/") + "/metrics"

@@ -135,6 +135,10 @@ class DeploymentInfo(Section):
     mode: Literal["emulated", "loopback"]
     front_door: str = ""
     instances: dict[str, str] = Field(default_factory=dict)  # name -> URL
+    pids: dict[str, int] = Field(default_factory=dict)  # name -> PID the harness started
+    # bytes each emulated WAN direction carried during the run, by class (bulk: the
+    # DSCP-marked KV; control: the rest), IP packets as the egress qdisc saw them
+    wan_bytes: dict[str, dict[str, int]] = Field(default_factory=dict)
     topology: dict[str, Any] | None = None  # netem's Topology.report(), verbatim
     links: list[dict[str, Any]] = Field(default_factory=list)  # netem's link probes
     prewarmed: list[dict[str, Any]] = Field(default_factory=list)  # KV peer connections

@@ -1,0 +1,184 @@
+"""Real PD and PDD on real engines: vLLM CPU instances that move real KV over TCP.
+
+One replay of the engine-ci trace (41 requests, 7 agentic sessions) through the three
+real-engine deployments — ``vllm-cpu-same-dc-pd``, ``vllm-cpu-cross-dc-pd`` and
+``vllm-cpu-pdd`` — over the emulated WAN where this machine can emulate it (root), then
+the checks a PD engineer makes: every request completes; PDD takes both pipelines and
+hands off with Extend-Decode; the WAN bytes the emulated link carried in its bulk class
+agree with the connector's own count; a later turn ships only its suffix; and, on a
+second deployment of ``vllm-cpu-pdd``, greedy decoding through the deployment equals a
+colocated instance's for the same prompts.
+
+Skip with ``PDDBENCH_SKIP_REAL_ENGINES=1`` or a ``PDDBENCH_REAL_ENGINES`` without vllm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pddbench.harness.config.scenario import load_scenario
+from pddbench.harness.engines.greedy import compare
+from pddbench.harness.engines.install import install
+from pddbench.harness.jobs.greedy import greedy_cases
+from tests.engines.conftest import PDDBENCH, ROOT
+
+SCENARIOS = ("vllm-cpu-same-dc-pd", "vllm-cpu-cross-dc-pd", "vllm-cpu-pdd")
+KV_BYTES_PER_TOKEN = 2048  # the tiny model in fp32: 2 layers x 2 heads x 128 x 4 bytes
+BLOCK = 128
+
+
+def _emulation() -> bool:
+    if os.geteuid() != 0:
+        return False
+    from pddbench.harness.deploy.systems import emulation_problem
+
+    return emulation_problem() is None
+
+
+EMULATED = _emulation()
+
+pytestmark = [
+    pytest.mark.real_engine,
+    pytest.mark.timeout(3600),
+    pytest.mark.skipif(
+        os.environ.get("PDDBENCH_SKIP_REAL_ENGINES", "") not in ("", "0"),
+        reason="PDDBENCH_SKIP_REAL_ENGINES is set",
+    ),
+    pytest.mark.skipif(
+        "vllm" not in os.environ.get("PDDBENCH_REAL_ENGINES", "vllm"),
+        reason="vllm not in PDDBENCH_REAL_ENGINES",
+    ),
+]
+
+
+@dataclass
+class PdRun:
+    scenario: str
+    folder: Path
+    records: pd.DataFrame
+    manifest: dict
+
+
+@pytest.fixture(scope="session")
+def pd_runs(ci_trace: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, PdRun]:
+    install("vllm", log=lambda line: print(f"[vllm] {line}", flush=True))
+    out = tmp_path_factory.mktemp("pd-out")
+    argv = [*PDDBENCH, "replay", "--trace", str(ci_trace), "--speedup", "4", "--out", str(out)]
+    for name in SCENARIOS:
+        argv += ["--scenario", name]
+    if not EMULATED:
+        argv.append("--no-emulation")
+    start = time.monotonic()
+    res = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=2400)
+    print(
+        f"[real PD] replay of 3 deployments (start-up included): {time.monotonic() - start:.0f} s"
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = {}
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        name = manifest["scenario"]["name"]
+        records = pq.read_table(folder / "requests.parquet").to_pandas()
+        runs[name] = PdRun(name, folder, records, manifest)
+    assert set(runs) == set(SCENARIOS), sorted(runs)
+    assert list(out.glob("report-*.html")), "no comparison report"
+    return runs
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_request_completes(pd_runs: dict[str, PdRun], scenario: str) -> None:
+    df = pd_runs[scenario].records
+    assert len(df) == 41 and (df.status == "ok").all(), df[df.status != "ok"].error_message
+    assert (df.output_tokens == df.expected_output_tokens).all()
+    # the front door's story: the harness reads the TTFT decomposition from it
+    assert df.ttft_prefill_s.notna().all() and df.ttft_first_decode_s.notna().all()
+    # P's own prefix cache, as vLLM reports it, is the trace's at 128-token blocks
+    equal = df.cached_tokens_reported == df.cached_tokens_theoretical
+    assert equal.mean() >= 0.95, df[~equal][["cached_tokens_theoretical", "cached_tokens_reported"]]
+
+
+def test_pdd_takes_both_pipelines_and_hands_off_with_extend_decode(
+    pd_runs: dict[str, PdRun],
+) -> None:
+    df = pd_runs["vllm-cpu-pdd"].records
+    counts = df.pipeline.value_counts().to_dict()
+    print(f"[vllm-cpu-pdd] pipelines {counts}; relay tokens {df.relay_tokens.sum()}")
+    assert counts.get("P->MD", 0) >= 1 and counts.get("P->RLD->MD", 0) >= 1, counts
+    if EMULATED:  # on loopback MD holds the KV before RLD's first token: no seam to cross
+        handed = df[(df.handoff_mode == "extend-decode") & (df.relay_tokens > 0)]
+        assert len(handed) >= 1, df[["pipeline", "relay_tokens", "handoff_mode"]]
+        assert (handed.first_token_origin == "RLD").all()
+
+
+@pytest.mark.parametrize("scenario", ["vllm-cpu-cross-dc-pd", "vllm-cpu-pdd"])
+def test_link_and_connector_agree_on_wan_bytes(pd_runs: dict[str, PdRun], scenario: str) -> None:
+    if not EMULATED:
+        pytest.skip("no emulated WAN here (needs root and an emulation backend)")
+    run = pd_runs[scenario]
+    connector = float(run.records.wan_bytes.sum())
+    wan = run.manifest["deployment"]["wan_bytes"]
+    link = wan["wan:a_to_b"]  # dc-a (P, RLD) -> dc-b (D, MD): the KV's direction
+    ratio = link["bulk"] / connector
+    print(
+        f"[{scenario}] WAN bulk class {link['bulk']:,} B, connector {connector:,.0f} B: {ratio:.3f}"
+    )
+    assert abs(ratio - 1.0) <= 0.05
+
+
+def test_a_later_turn_ships_only_its_suffix(pd_runs: dict[str, PdRun]) -> None:
+    df = pd_runs["vllm-cpu-cross-dc-pd"].records
+    later = df[df.turn_index > 0]
+    assert len(later) >= 10
+    # what D's store lacks: the new tokens, and the block the last turn left partial
+    uncached = later.input_tokens - later.cached_tokens_theoretical
+    bound = (uncached + 2 * BLOCK) * KV_BYTES_PER_TOKEN
+    whole = later.input_tokens * KV_BYTES_PER_TOKEN
+    assert (later.wan_bytes <= bound).all(), later[["input_tokens", "wan_bytes"]]
+    assert later.wan_bytes.sum() < 0.2 * whole.sum()
+    first = df[df.turn_index == 0]
+    blocks = first.input_tokens.map(lambda n: math.ceil(n / BLOCK))
+    assert (first.wan_bytes <= blocks * BLOCK * KV_BYTES_PER_TOKEN).all()
+
+
+def test_greedy_decoding_through_pdd_equals_a_colocated_instance(
+    ci_trace: Path, tmp_path: Path
+) -> None:
+    from pddbench.harness.deploy.systems import deploy
+    from pddbench.harness.drive.netns import run_in_client_netns
+    from pddbench.harness.rundir.folder import RunPaths
+
+    install("vllm", log=lambda line: print(f"[vllm] {line}", flush=True))
+    scenario = load_scenario("vllm-cpu-pdd")
+    cases = greedy_cases(ci_trace, 20, 24, 32000, 1000)
+    paths = RunPaths(tmp_path / "greedy")
+    paths.logs.mkdir(parents=True)
+    with deploy(scenario, paths, emulate=EMULATED, check_probes=False) as (info, ns, ready):
+
+        def client():  # type: ignore[no-untyped-def]
+            ready()
+            return asyncio.run(
+                compare(
+                    scenario.name,
+                    info.front_door,
+                    info.instances["p0"],
+                    "pddbench-tiny-llama",
+                    cases,
+                )
+            )
+
+        summary = run_in_client_netns(ns, client)
+    for line in summary.lines():
+        print(line)
+    assert len(summary.results) == 20
+    assert summary.share >= 0.95
