@@ -29,7 +29,7 @@ from pddbench.harness.engines.kvtcp.wire import (
     tokens_bytes,
 )
 
-G = Geometry(layers=2, heads=2, block=4, width=8, dtype="float32", itemsize=4)
+G = Geometry(layers=2, block=4, shape=(2, 4, 8), dtype="float32", itemsize=4)
 
 
 def free_port() -> int:
@@ -115,7 +115,7 @@ def test_lookup_of_an_unknown_transfer_says_so(node):
 
 
 def test_a_geometry_mismatch_is_refused_and_nothing_is_stored(node):
-    other = Geometry(layers=3, heads=2, block=4, width=8, dtype="float32", itemsize=4)
+    other = Geometry(layers=3, block=4, shape=(2, 4, 8), dtype="float32", itemsize=4)
     result = push(node.listen, list(range(1, 9)), "bad", other)
     assert result["state"] == "failed" and "geometry" in result["reason"]
     assert node.store.held_bytes == 0

@@ -182,3 +182,66 @@ def test_greedy_decoding_through_pdd_equals_a_colocated_instance(
         print(line)
     assert len(summary.results) == 20
     assert summary.share >= 0.95
+
+
+def test_md_killed_mid_transfer_fails_only_its_requests_and_pdd_carries_on(
+    ci_trace: Path, tmp_path: Path
+) -> None:
+    """MD dies while a KV transfer to it is arriving: every request of the replay has a
+    record, none runs past the request limit, the requests MD held fail with a class, and
+    the front door keeps serving (P->RLD while no MD is up)."""
+    if not EMULATED:
+        pytest.skip("needs the emulated WAN (root): on loopback a transfer is over in ms")
+    import sys
+
+    from pddbench.harness.deploy.faults import kill_tree
+    from pddbench.harness.deploy.systems import deploy
+    from pddbench.harness.drive.netns import run_in_client_netns
+    from pddbench.harness.engines.kvtcp.node import ask
+    from pddbench.harness.engines.kvtcp.wire import Kind
+    from pddbench.harness.rundir.folder import RunPaths
+    from pddbench.netem import nsutil
+
+    install("vllm", log=lambda line: print(f"[vllm] {line}", flush=True))
+    scenario = load_scenario("vllm-cpu-pdd")
+    paths = RunPaths(tmp_path / "deploy")
+    paths.logs.mkdir(parents=True)
+    out = tmp_path / "runs"
+    limit_s = 60.0
+    with deploy(scenario, paths, emulate=True, check_probes=False) as (info, ns, ready):
+        assert ns is not None
+        run_in_client_netns(ns, ready)
+        host = info.instances["m0"].removeprefix("http://").rpartition(":")[0]
+        md_node = f"{host}:19463"
+        argv = [
+            "nsenter", f"--net={nsutil.netns_path(ns)}", sys.executable, "-m", "pddbench",
+            "replay", "--trace", str(ci_trace), "--target", info.front_door, "--speedup", "4",
+            "--timeout", f"{limit_s:g}s", "--label", "md-killed", "--out", str(out),
+        ]  # fmt: skip
+        replay = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        killed_at = None
+        deadline = time.monotonic() + 120
+        while killed_at is None and time.monotonic() < deadline:
+            stats = nsutil.run_in_netns(ns, ask, md_node, Kind.STATS, {}, b"", 2.0).header
+            if stats["transfers_received"] >= 3 and stats["receiving"] >= 1:
+                kill_tree(info.pids["m0"])  # MD's server, engine core and worker
+                killed_at = time.time()
+            else:
+                time.sleep(0.005)
+        assert killed_at is not None, "no transfer to MD was seen arriving"
+        _, err = replay.communicate(timeout=900)
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    df = pq.read_table(folder / "requests.parquet").to_pandas()
+    origin = pd.Timestamp(manifest["clock"]["origin_wall"]).timestamp()
+    kill_s = killed_at - origin
+    print(f"[MD killed at {kill_s:.1f} s] {df.status.value_counts().to_dict()}")
+    print(df[["actual_send_s", "pipeline", "status", "error_class", "error_message"]].to_string())
+    assert len(df) == 41, err.decode()[-2000:]  # every request has a record
+    assert ((df.end_s - df.actual_send_s) <= limit_s + 5).all()  # nothing hung past the limit
+    failed = df[df.status != "ok"]
+    assert len(failed) >= 1 and failed.error_class.notna().all()
+    assert (failed.actual_send_s <= kill_s + 30).all()  # only around the kill
+    after = df[df.actual_send_s > kill_s + 1.0]
+    carried = after[(after.status == "ok") & (after.pipeline == "P->RLD")]
+    assert len(carried) >= 1, "the front door did not carry on without MD"

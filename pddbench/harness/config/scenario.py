@@ -79,6 +79,14 @@ class EngineInstance(_Strict):
     chips: int = Field(1, ge=1)
 
 
+class FaultSpec(_Strict):
+    """``[[faults]]``: kill an instance (its process and every process it started, with
+    SIGKILL, as a crash) ``at_s`` seconds after the run's first request is due."""
+
+    at_s: float = Field(ge=0)
+    kill: str
+
+
 class ProbeToleranceSettings(_Strict):
     """How far measured links may be from their configuration before a run is refused.
 
@@ -164,6 +172,7 @@ class Scenario(_Strict):
     sla: SLA | None = None  # absent: the report's default SLA
     cost: CostSettings | None = None  # absent (or an empty table): no BCR
     client: ClientSettings = ClientSettings()
+    faults: list[FaultSpec] = Field(default_factory=list)
 
     @field_validator("cost", mode="before")
     @classmethod
@@ -214,6 +223,9 @@ class Scenario(_Strict):
         door = self.front_door_name
         if door not in names:
             raise ValueError(f"front_door {door!r} is not an instance")
+        for fault in self.faults:
+            if fault.kill not in names:
+                raise ValueError(f"faults: kill {fault.kill!r} is not an instance")
         if self.network is not None:
             self._network(1.0)  # validates
         self.cost_model  # noqa: B018 - validates: prices for every GPU, counts that agree

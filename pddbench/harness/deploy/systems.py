@@ -39,6 +39,7 @@ from typing import IO, Any, TypeVar
 
 from pddbench.errors import UserError
 from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.deploy.faults import FaultRun
 from pddbench.harness.deploy.lifeline import Lifeline, child_setup
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.sections import DeploymentInfo
@@ -327,20 +328,29 @@ def _emulated(
         info.front_door = info.instances[scenario.front_door_name]
         info.topology = json.loads(json.dumps(topo.report(), default=_jsonable))
 
+        faults = _fault_run(scenario, info)
+
         def from_client() -> None:
             info.prewarmed = _ready(scenario, instances)
             # [network.schedule]: from the replay's start (its thread enters namespaces
             # by path, wherever it is started from)
             wans.append(topo.start_wan_schedule())
+            faults.start()
 
         wans: list[Any] = []
         try:
-            yield info, instances, client_ns, Readiness(from_client, topo.wan_bytes)
+            yield info, instances, client_ns, Readiness(from_client, topo.wan_bytes, faults)
         finally:
+            faults.stop()
             _terminate([i.proc for i in instances])
             wan = wans[0] if wans else None
             if wan is not None:  # the schedule's timeline joins the probes in links.parquet
                 write_link_probes(probes, str(paths.links), wan.stop())
+
+
+def _fault_run(scenario: Scenario, info: DeploymentInfo) -> FaultRun:
+    """The scenario's ``[[faults]]`` against this deployment's processes (not started)."""
+    return FaultRun([(f.at_s, f.kill) for f in scenario.faults], info.pids)
 
 
 class Readiness:
@@ -352,10 +362,18 @@ class Readiness:
         self,
         work: Callable[[], None] | None,
         wan_bytes: Callable[[], dict[str, dict[str, int]]] | None = None,
+        faults: FaultRun | None = None,
     ) -> None:
         self._work = work
         self._lock = threading.Lock()
         self._wan_bytes = wan_bytes
+        self.faults = faults
+
+    def fault_records(self) -> list[dict[str, Any]]:
+        """The scenario's ``[[faults]]`` that have happened so far."""
+        if self.faults is None:
+            return []
+        return [r.to_json() for r in self.faults.records if r.t_mono is not None]
 
     def wan_bytes(self) -> dict[str, dict[str, int]] | None:
         """Bytes each emulated WAN direction has carried so far, by traffic class (None:
@@ -436,5 +454,14 @@ def deploy(
         ):
             yield info, ns, ready
     else:
+        if scenario.faults and scenario.is_reference:
+            raise UserError(
+                f"scenario {scenario.name}: [[faults]] kill one instance's process, and on "
+                "loopback the reference servers share one: run it with the emulated WAN"
+            )
         with _loopback(scenario, paths) as (info, _):
-            yield info, None, Readiness(None)
+            faults = _fault_run(scenario, info)
+            try:
+                yield info, None, Readiness(faults.start, faults=faults)
+            finally:
+                faults.stop()

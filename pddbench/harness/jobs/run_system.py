@@ -287,12 +287,14 @@ def run_system(
                     resume=resume,
                 )
             )
-            if before is not None and at.ready is not None and manifest.deployment is not None:
-                after = at.ready.wan_bytes() or {}
-                manifest.deployment.wan_bytes = {
-                    key: {c: n - before.get(key, {}).get(c, 0) for c, n in counts.items()}
-                    for key, counts in after.items()
-                }
+            if at.ready is not None and manifest.deployment is not None:
+                after = at.ready.wan_bytes() if before is not None else None
+                if before is not None and after is not None:
+                    manifest.deployment.wan_bytes = {
+                        key: {c: n - before.get(key, {}).get(c, 0) for c, n in counts.items()}
+                        for key, counts in after.items()
+                    }
+                manifest.deployment.faults = at.ready.fault_records()
                 manifest.save(paths.root)
             quiet = None
             if settle_timeout_s is not None and not outcome.interrupted:

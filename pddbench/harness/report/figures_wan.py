@@ -47,6 +47,13 @@ def ttft_timeline(report: Report) -> FigureOut | None:
             top.scatter(tl.x, tl.y, s=8, color=report.colors[run.label], label=run.label, alpha=0.7)
         if report.sla.ttft_s is not None:
             top.axhline(report.sla.ttft_s, color="0.3", ls="--", lw=1)
+        faults = [(label, f) for label, f in report.faults() if f.get("t_s") is not None]
+        for label, f in faults:
+            top.axvline(f["t_s"], color=report.colors[label], lw=1.2, ls="-")
+            top.annotate(
+                f"kill {f.get('instance')}", (f["t_s"], 1.0), xycoords=("data", "axes fraction"),
+                fontsize="x-small", rotation=90, va="top", ha="right",
+            )  # fmt: skip
         top.set(ylabel="TTFT (s)", title="TTFT at each request's send time")
         top.legend(loc="upper right", fontsize="small")
         if changed:
@@ -78,11 +85,15 @@ def ttft_timeline(report: Report) -> FigureOut | None:
             low.legend(loc="lower right", fontsize="x-small")
         else:
             top.set_xlabel("time since the run's start (s)")
-        caption = "Each ok request's TTFT at the moment it was sent" + (
-            "; below, each emulated WAN direction's line rate over the same time (the"
-            " run's [network.schedule], from links.parquet; configured, unscaled rates)."
-            " Dotted red: a loss change; dash-dot grey: a cross-traffic flow starts."
-            if changed
-            else "; no run had a WAN schedule."
+        caption = (
+            "Each ok request's TTFT at the moment it was sent"
+            + (
+                "; below, each emulated WAN direction's line rate over the same time (the"
+                " run's [network.schedule], from links.parquet; configured, unscaled rates)."
+                " Dotted red: a loss change; dash-dot grey: a cross-traffic flow starts."
+                if changed
+                else "; no run had a WAN schedule."
+            )
+            + (". Solid vertical lines: an injected fault ([[faults]])." if faults else "")
         )
         return finish(fig, "ttft_timeline", "TTFT over time and the WAN", caption)

@@ -114,6 +114,9 @@ def render_html(report: Report, sections: list[Section]) -> str:
     virtual = report.time_banner()
     if virtual:
         banner += f'<p class="banner" id="time-banner">{escape(virtual)}</p>'
+    faults = report.fault_banner()
+    if faults:
+        banner += f'<p class="banner" id="fault-banner">{escape(faults)}</p>'
     head = (
         f"<h1>{escape(report.title)}</h1>{banner}"
         f'<p class="meta">Runs: {runs}. Baseline: <b>{escape(report.baseline.label)}</b>. '

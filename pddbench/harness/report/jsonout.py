@@ -100,6 +100,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "wan_banner": report.wan_banner(),
         "virtual_time": report.virtual,
         "time_banner": report.time_banner(),
+        "faults": [{"run": label, **f} for label, f in report.faults()],
+        "fault_banner": report.fault_banner(),
         "emulation": {label: st.model_dump() for label, st in report.emulation.items()},
         "runs": runs,
         "headline": {

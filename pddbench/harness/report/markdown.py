@@ -44,7 +44,7 @@ def _table(t: Table) -> str:
 
 def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
     """Markdown text of the report; writes its figures into ``<out stem>_figures/``."""
-    banners = [b for b in (report.wan_banner(), report.time_banner()) if b]
+    banners = [b for b in (report.wan_banner(), report.time_banner(), report.fault_banner()) if b]
     parts = [
         f"# {_md(report.title)}\n",
         *[f"> **{_md(b)}**\n" for b in banners],

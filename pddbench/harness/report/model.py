@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.breakdowns import Group
@@ -160,6 +161,34 @@ class Report:
         status = self.emulation[labels[0]]
         which = "all runs" if len(labels) == len(self.runs) else ", ".join(labels)
         return f"{status.banner()} ({which})."
+
+    def faults(self) -> list[tuple[str, dict[str, Any]]]:
+        """(run label, fault) for every ``[[faults]]`` entry that happened, with ``t_s``
+        (seconds from the run's clock origin, the records' time axis)."""
+        out = []
+        for run in self.runs:
+            m = run.manifest
+            if m is None or m.deployment is None:
+                continue
+            origin = m.clock.origin_monotonic_s
+            for f in m.deployment.faults:
+                t = f.get("t_mono")
+                t_s = float(t) - origin if t is not None and origin is not None else None
+                out.append((run.label, {**f, "t_s": t_s}))
+        return out
+
+    def fault_banner(self) -> str | None:
+        """The first-screen line of a run with injected faults (None: none injected)."""
+        faults = self.faults()
+        if not faults:
+            return None
+        said = "; ".join(
+            f"{label}: {f.get('kind', 'kill')} {f.get('instance')} at "
+            + (f"{f['t_s']:.1f} s" if f.get("t_s") is not None else "?")
+            + (f" ({f['error']})" if f.get("error") else "")
+            for label, f in faults
+        )
+        return f"FAULTS INJECTED ([[faults]]): {said}. Requests around them fail by design."
 
     def time_banner(self) -> str | None:
         """The label every renderer puts on its first screen when a run was replayed in

@@ -139,6 +139,7 @@ class DeploymentInfo(Section):
     # bytes each emulated WAN direction carried during the run, by class (bulk: the
     # DSCP-marked KV; control: the rest), IP packets as the egress qdisc saw them
     wan_bytes: dict[str, dict[str, int]] = Field(default_factory=dict)
+    faults: list[dict[str, Any]] = Field(default_factory=list)  # [[faults]] as they happened
     topology: dict[str, Any] | None = None  # netem's Topology.report(), verbatim
     links: list[dict[str, Any]] = Field(default_factory=list)  # netem's link probes
     prewarmed: list[dict[str, Any]] = Field(default_factory=list)  # KV peer connections

@@ -129,6 +129,7 @@ class PddTcpConnector(KVConnectorBase_V1):
         # worker side
         self._node: KvNode | None = None
         self._caches: list[torch.Tensor] = []
+        self._block_dim = 0
         self._geometry: Geometry | None = None
         if role == KVConnectorRole.WORKER:
             peers = cfg.get_from_extra_config("peers", []) or []
@@ -145,17 +146,20 @@ class PddTcpConnector(KVConnectorBase_V1):
         names = sorted(kv_caches, key=_layer_order)
         caches = [kv_caches[n] for n in names]
         first = caches[0]
-        if first.dim() != 4 or first.shape[2] != self._block:
+        blocks = int(self._kv_cache_config.num_blocks)
+        dims = [d for d in range(min(2, first.dim())) if first.shape[d] == blocks]
+        if not dims or any(c.shape != first.shape for c in caches):
             raise RuntimeError(
-                f"pddbench KV connector: cache of shape {tuple(first.shape)} is not "
-                f"[blocks, heads, {self._block}, width] (the CPU backend's layout)"
+                f"pddbench KV connector: no block dimension of size {blocks} in a cache of "
+                f"shape {tuple(first.shape)}, or layers of different shapes"
             )
+        self._block_dim = dims[0]  # 0 on the CPU backend (LBHNC); 1 where K/V lead
         self._caches = caches
+        shape = tuple(int(x) for i, x in enumerate(first.shape) if i != self._block_dim)
         self._geometry = Geometry(
             layers=len(caches),
-            heads=int(first.shape[1]),
             block=self._block,
-            width=int(first.shape[3]),
+            shape=shape,
             dtype=str(first.dtype).removeprefix("torch."),
             itemsize=first.element_size(),
         )
@@ -171,6 +175,7 @@ class PddTcpConnector(KVConnectorBase_V1):
         assert self._node is not None and self._geometry is not None
         g = self._geometry
         dtype = self._caches[0].dtype
+        bd = self._block_dim
         for load in meta.loads:
             pinned = self._node.store.take(load.request)
             if pinned is None or pinned.tokens < load.end:
@@ -178,14 +183,14 @@ class PddTcpConnector(KVConnectorBase_V1):
             bs = g.block
             for j in range(load.start // bs, (load.end - 1) // bs + 1):
                 data = torch.frombuffer(pinned.blocks[j], dtype=torch.uint8)
-                src = data.view(dtype).view(g.layers, g.heads, bs, g.width)
+                src = data.view(dtype).view(g.layers, *g.shape)
                 bid = load.block_ids[j]
                 # Whole blocks, the partial last one too: the backend's layout inside a
                 # block is its own (the CPU kernels pack it per ISA), and every block
                 # loaded here is the request's alone (``start`` is where its locally
                 # cached, shared prefix ends; positions past ``end`` it computes itself).
                 for layer, cache in enumerate(self._caches):
-                    cache[bid].copy_(src[layer])
+                    cache.select(bd, bid).copy_(src[layer], non_blocking=True)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return
@@ -203,8 +208,11 @@ class PddTcpConnector(KVConnectorBase_V1):
         g = self._geometry
         for save in meta.saves:
             nb = -(-len(save.tokens) // g.block)
-            idx = torch.tensor(save.block_ids[:nb], dtype=torch.long, device=self._caches[0].device)
-            stacked = torch.stack([c.index_select(0, idx) for c in self._caches], dim=1)
+            device = self._caches[0].device
+            idx = torch.tensor(save.block_ids[:nb], dtype=torch.long, device=device)
+            bd = self._block_dim
+            layers = [c.index_select(bd, idx).movedim(bd, 0) for c in self._caches]
+            stacked = torch.stack(layers, dim=1)  # [blocks, layers, *one layer's block]
             raw = stacked.to("cpu").contiguous().view(torch.uint8).reshape(nb, -1).numpy()
             blocks = [memoryview(raw[i]) for i in range(nb)]
             for dest in save.dests:

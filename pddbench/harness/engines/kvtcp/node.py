@@ -134,7 +134,11 @@ class KvNode:
                     t = self.store.wait(str(frame.header.get("transfer")), min(timeout, 600.0))
                     send(sock, Kind.STATUS, t.to_json() if t else {"state": "unknown"})
                 elif frame.kind is Kind.STATS:
-                    payload = {**self.counters.to_json(), "held_bytes": self.store.held_bytes}
+                    payload = {
+                        **self.counters.to_json(),
+                        "held_bytes": self.store.held_bytes,
+                        "receiving": self.store.receiving,
+                    }
                     send(sock, Kind.COUNTERS, payload)
                 else:
                     send(sock, Kind.ERROR, {"reason": f"unexpected {frame.kind.name}"})

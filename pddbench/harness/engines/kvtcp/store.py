@@ -182,6 +182,12 @@ class BlockStore:
             del self._pins[request]
 
     @property
+    def receiving(self) -> int:
+        """Transfers whose bytes are arriving now."""
+        with self._cond:
+            return sum(1 for t in self._transfers.values() if t.state == "receiving")
+
+    @property
     def held_bytes(self) -> int:
         with self._cond:
             return self._bytes

@@ -171,35 +171,53 @@ def block_keys(tokens: list[int], block: int) -> list[bytes]:
 
 @dataclass(frozen=True)
 class Geometry:
-    """One block's KV on the wire: ``layers × heads × block × width`` of ``dtype``."""
+    """One block's KV on the wire: ``layers`` × the cache's per-block ``shape`` of
+    ``dtype`` (the engine's own layout inside a block: whatever it is, sender and receiver
+    must agree, and they check that they do)."""
 
     layers: int
-    heads: int
-    block: int
-    width: int  # per head and token: K and V together on the CPU backend (2 × head size)
+    block: int  # tokens per block
+    shape: tuple[int, ...]  # one layer's block, as the cache holds it
     dtype: str  # torch's name: "bfloat16", "float32", ...
     itemsize: int
 
     @property
     def block_bytes(self) -> int:
-        return self.layers * self.heads * self.block * self.width * self.itemsize
+        n = self.layers * self.itemsize
+        for d in self.shape:
+            n *= d
+        return n
 
     @property
     def token_bytes(self) -> int:
         return self.block_bytes // self.block
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {
+            "layers": self.layers,
+            "block": self.block,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "itemsize": self.itemsize,
+        }
 
     @classmethod
     def from_json(cls, data: object) -> Geometry:
         if not isinstance(data, dict):
             raise WireError("geometry is not an object")
         try:
-            g = cls(**{k: data[k] for k in cls.__dataclass_fields__})
+            shape = data["shape"]
+            g = cls(
+                layers=data["layers"],
+                block=data["block"],
+                shape=tuple(shape) if isinstance(shape, list) else (),
+                dtype=data["dtype"],
+                itemsize=data["itemsize"],
+            )
         except (KeyError, TypeError):
             raise WireError(f"bad geometry {data!r}") from None
-        ints = (g.layers, g.heads, g.block, g.width, g.itemsize)
-        if not all(isinstance(v, int) and v > 0 for v in ints) or not isinstance(g.dtype, str):
+        ints = (g.layers, g.block, g.itemsize, *g.shape)
+        ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ints)
+        if not ok or not g.shape or not isinstance(g.dtype, str):
             raise WireError(f"bad geometry {data!r}")
         return g
