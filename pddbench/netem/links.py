@@ -50,15 +50,15 @@ def apply_tc(netns: str, ifname: str, requests: list[TcRequest]) -> None:
     nsutil.with_iproute(netns, send)
 
 
-def _class_bytes(msg: Any) -> int:
-    """The byte counter of a tc class message (TCA_STATS2's basic stats, else TCA_STATS)."""
+def _class_counts(msg: Any) -> tuple[int, int]:
+    """(bytes, packets) of a tc class message (TCA_STATS2's basic stats, else TCA_STATS)."""
     stats2 = msg.get_attr("TCA_STATS2")
     if stats2 is not None:
         basic = stats2.get_attr("TCA_STATS_BASIC")
         if basic is not None:
-            return int(basic["bytes"])
+            return int(basic["bytes"]), int(basic["packets"])
     stats = msg.get_attr("TCA_STATS")
-    return int(stats["bytes"]) if stats is not None else 0
+    return (int(stats["bytes"]), int(stats["packets"])) if stats is not None else (0, 0)
 
 
 class DelayDaemon:
@@ -203,17 +203,18 @@ class ShapedDirection:
             raise RuntimeError(f"delay daemon refused the change: {reply}")
 
     def class_bytes(self) -> dict[str, int]:
-        """Bytes this direction's egress has sent so far, by traffic class: ``bulk`` (the
-        DSCP-marked class) and ``control`` (everything else; all bytes in a FIFO layout).
-        IP packets as the qdisc saw them: headers included."""
+        """Bytes and packets this direction's egress has sent so far, by traffic class:
+        ``bulk`` (the DSCP-marked class) and ``control`` (everything else; all of it in a
+        FIFO layout); ``<class>_packets`` beside each. Frames as the qdisc saw them:
+        Ethernet, IP and TCP headers included (one per packet)."""
 
         def read(ipr: Any) -> dict[str, int]:
             index = ipr.link_lookup(ifname=self.plan.ifname)[0]
-            out = {"control": 0, "bulk": 0}
+            out = {"control": 0, "control_packets": 0, "bulk": 0, "bulk_packets": 0}
             for msg in ipr.get_classes(index=index):
                 name = {HTB_CLASS: "control", HTB_BULK: "bulk"}.get(msg["handle"])
                 if name is not None:
-                    out[name] = _class_bytes(msg)
+                    out[name], out[f"{name}_packets"] = _class_counts(msg)
             return out
 
         return nsutil.with_iproute(self.plan.netns, read)

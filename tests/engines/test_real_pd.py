@@ -121,19 +121,36 @@ def test_pdd_takes_both_pipelines_and_hands_off_with_extend_decode(
         assert (handed.first_token_origin == "RLD").all()
 
 
-@pytest.mark.parametrize("scenario", ["vllm-cpu-cross-dc-pd", "vllm-cpu-pdd"])
-def test_link_and_connector_agree_on_wan_bytes(pd_runs: dict[str, PdRun], scenario: str) -> None:
+# One packet's headers as the egress qdisc counts them: Ethernet 14 + IPv4 20 + TCP 20 +
+# the timestamps option 12 (on by default).
+HEADERS = 66
+
+
+@pytest.mark.parametrize(
+    ("scenario", "far"), [("vllm-cpu-cross-dc-pd", "d0"), ("vllm-cpu-pdd", "m0")]
+)
+def test_link_and_connector_agree_on_wan_bytes(
+    pd_runs: dict[str, PdRun], scenario: str, far: str
+) -> None:
+    """The TCP payload the WAN's bulk class carried A->B (its bytes less one set of headers
+    per packet) against the bytes the far side's connector received (whole frames)."""
     if not EMULATED:
         pytest.skip("no emulated WAN here (needs root and an emulation backend)")
     run = pd_runs[scenario]
-    connector = float(run.records.wan_bytes.sum())
-    wan = run.manifest["deployment"]["wan_bytes"]
-    link = wan["wan:a_to_b"]  # dc-a (P, RLD) -> dc-b (D, MD): the KV's direction
-    ratio = link["bulk"] / connector
+    link = run.manifest["deployment"]["wan_bytes"]["wan:a_to_b"]  # dc-a (P) -> dc-b
+    payload = link["bulk"] - HEADERS * link["bulk_packets"]
+    sm = pq.read_table(run.folder / "server_metrics.parquet").to_pandas()
+    got = sm[(sm.metric == "kv_bytes_received_total") & sm.labels.str.contains(f'"{far}"')]
+    connector = float(got.sort_values("t_s").value.iloc[-1])
+    kv = float(run.records.wan_bytes.sum())  # the KV blocks alone (the stories' count)
+    ratio = payload / connector
     print(
-        f"[{scenario}] WAN bulk class {link['bulk']:,} B, connector {connector:,.0f} B: {ratio:.3f}"
+        f"[{scenario}] WAN bulk A->B {link['bulk']:,} B in {link['bulk_packets']:,} packets: "
+        f"TCP payload {payload:,} B; connector frames received at {far} {connector:,.0f} B "
+        f"(KV blocks {kv:,.0f} B): {ratio:.4f}"
     )
     assert abs(ratio - 1.0) <= 0.05
+    assert kv <= connector <= 1.05 * kv  # framing and token ids: a few percent at most
 
 
 def test_a_later_turn_ships_only_its_suffix(pd_runs: dict[str, PdRun]) -> None:
@@ -241,7 +258,7 @@ def test_md_killed_mid_transfer_fails_only_its_requests_and_pdd_carries_on(
     assert ((df.end_s - df.actual_send_s) <= limit_s + 5).all()  # nothing hung past the limit
     failed = df[df.status != "ok"]
     assert len(failed) >= 1 and failed.error_class.notna().all()
-    assert (failed.actual_send_s <= kill_s + 30).all()  # only around the kill
+    assert (failed.actual_send_s <= kill_s + 2).all()  # only those MD held, none after
     after = df[df.actual_send_s > kill_s + 1.0]
     carried = after[(after.status == "ok") & (after.pipeline == "P->RLD")]
     assert len(carried) >= 1, "the front door did not carry on without MD"

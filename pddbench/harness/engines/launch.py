@@ -181,12 +181,13 @@ def engine_argv(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        cmd = engine_argv(sys.argv[1:] if argv is None else argv)
+        cmd = engine_argv(argv)
     except LaunchError as exc:
         print(f"pddbench engine launch: {exc}", file=sys.stderr, flush=True)
         return EXIT_REFUSED
-    if cmd[0] == str(vllm_python()):  # vLLM loads pddbench's KV connector by module path
+    if argv[:1] != ["llamacpp"]:  # vLLM (CPU or GPU) loads pddbench's KV connector by path
         root = str(Path(__file__).resolve().parents[3])
         paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))

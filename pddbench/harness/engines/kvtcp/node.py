@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from pddbench.harness.engines.kvtcp.store import BlockStore
 from pddbench.harness.engines.kvtcp.wire import (
+    Frame,
     Geometry,
     Kind,
     WireError,
@@ -50,7 +51,9 @@ def split_address(address: str) -> tuple[str, int]:
 
 @dataclass
 class Counters:
-    """What a node has moved, for ``/metrics`` (bytes are payload + framing)."""
+    """What a node has moved, for ``/metrics``: bytes are whole frames (a transfer's OFFER
+    and DATA: framing, the prompt's token ids and the blocks), counted where they were sent
+    and where they were received."""
 
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -125,7 +128,7 @@ class KvNode:
                         log.warning("KV connection refused: %s", exc)
                     return
                 if frame.kind is Kind.OFFER:
-                    if not self._receive(sock, frame.header, frame.payload):
+                    if not self._receive(sock, frame):
                         return
                 elif frame.kind is Kind.LOOKUP:
                     self._lookup(sock, frame.header, frame.payload)
@@ -148,8 +151,9 @@ class KvNode:
         finally:
             sock.close()
 
-    def _receive(self, sock: socket.socket, offer: dict, payload: bytes) -> bool:
+    def _receive(self, sock: socket.socket, frame: Frame) -> bool:
         """One pushed transfer; False when the connection must close."""
+        offer, payload = frame.header, frame.payload
         transfer = str(offer.get("transfer", ""))
         mine = self.store.geometry
         try:
@@ -170,7 +174,7 @@ class KvNode:
         keys = block_keys(tokens, geometry.block)
         have = self.store.leading(keys)
         tail_ids = tuple(tokens[len(keys) * geometry.block :])
-        wire = send(sock, Kind.HAVE, {"leading": have, "full": len(keys)}) + len(payload)
+        send(sock, Kind.HAVE, {"leading": have, "full": len(keys)})
         try:
             data = recv(sock, (Kind.DATA,))
             want_blocks = len(keys) - have + (1 if tail_ids else 0)
@@ -195,7 +199,7 @@ class KvNode:
             parent = keys[-1] if keys else b"\x00" * 16
             tail = (parent, tail_ids, blocks[-1])
         self.store.put(keys[have:], full, tail)
-        wire += len(raw) + 64
+        wire = frame.size + data.size  # every byte the sender sent for it, framing included
         t = self.store.finish(
             transfer,
             payload_bytes=len(raw),

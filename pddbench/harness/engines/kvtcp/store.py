@@ -32,7 +32,7 @@ class Transfer:
     started: float
     ended: float | None = None
     payload_bytes: int = 0  # KV bytes that crossed (blocks the receiver lacked)
-    wire_bytes: int = 0  # every byte of the transfer's frames, both ways
+    wire_bytes: int = 0  # every byte the sender sent for it (OFFER and DATA frames)
     blocks: int = 0  # blocks received (the tail counted)
     skipped: int = 0  # leading full blocks the receiver already held (not sent)
     tokens: int = 0  # prompt tokens the transfer covers

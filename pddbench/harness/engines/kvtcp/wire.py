@@ -52,6 +52,7 @@ class Frame:
     kind: Kind
     header: dict[str, Any]
     payload: bytes | bytearray = b""
+    size: int = 0  # the whole frame on the wire (prefix, header, payload)
 
 
 def encode(kind: Kind, header: dict[str, Any], payload: bytes | memoryview = b"") -> bytes:
@@ -117,7 +118,7 @@ def decode(data: bytes) -> Frame:
     if len(data) > end:
         raise WireError(f"{len(data) - end} bytes after the frame")
     header = parse_header(data[FRAME.size : FRAME.size + head_len])
-    return Frame(kind, header, data[FRAME.size + head_len : end])
+    return Frame(kind, header, data[FRAME.size + head_len : end], end)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -142,7 +143,7 @@ def recv(sock: socket.socket, expect: tuple[Kind, ...] | None = None) -> Frame:
         raise WireError(f"peer refused: {header.get('reason', '?')}")
     if expect is not None and kind not in expect:
         raise WireError(f"expected {'/'.join(k.name for k in expect)}, got {kind.name}")
-    return Frame(kind, header, payload)
+    return Frame(kind, header, payload, FRAME.size + head_len + payload_len)
 
 
 def tokens_bytes(tokens: list[int] | tuple[int, ...]) -> bytes:
