@@ -8,7 +8,7 @@ import sys
 import time
 
 from pddbench.harness.deploy.faults import FaultRun, descendants, kill_tree
-from tests.waiting import wait_until
+from tests.waiting import process_alive, wait_until
 
 # a parent that starts a child and both sleep: an engine with its engine core, in small
 CODE = (
@@ -16,14 +16,6 @@ CODE = (
     "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
     "time.sleep(60)\n"
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_kill_tree_kills_the_instance_and_its_children_only() -> None:
@@ -34,8 +26,8 @@ def test_kill_tree_kills_the_instance_and_its_children_only() -> None:
         (child,) = descendants(parent.pid)
         assert kill_tree(parent.pid) == 2
         parent.wait(timeout=10)
-        wait_until(lambda: not _alive(child), what="the child gone", timeout_s=10)
-        assert _alive(bystander.pid) and _alive(os.getpid())
+        wait_until(lambda: not process_alive(child), what="the child gone", timeout_s=10)
+        assert process_alive(bystander.pid) and process_alive(os.getpid())
     finally:
         for p in (bystander, parent):
             p.kill()
@@ -105,7 +97,7 @@ def test_a_replay_kills_the_instance_its_scenario_names_and_the_report_says_so(
     (fault,) = manifest["deployment"]["faults"]
     assert fault["instance"] == "victim" and fault["processes"] >= 1 and fault["error"] is None
     assert fault["pid"] == manifest["deployment"]["pids"]["victim"]
-    assert not _alive(fault["pid"])
+    assert not process_alive(fault["pid"])
     (html,) = out.glob("report-*.html")
     page = html.read_text()
     assert 'id="fault-banner"' in page and "kill victim at" in page
