@@ -30,12 +30,13 @@ from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedu
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
+from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
-from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
+from pddbench.harness.rundir.ladder import MIX_BIN_LABELS, LadderPoint, LadderVerdict
 from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
@@ -88,7 +89,8 @@ def main_verdict(
     """Run the ladder for every system, report the common-load runs, print the verdict."""
     settings = main_ladder(len(scenarios), quick=quick)
     began = time.monotonic()
-    schedule = trace_schedule(trace, options)  # one for all: every system walks the same
+    steady = SteadyIndex(trace.table, options.selection) if settings.steady else None
+    schedule = trace_schedule(trace, options, steady)  # one for all: every system the same
     first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
     origin_rps = first.planned_rps if first.planned_requests else None
     click.echo(
@@ -110,6 +112,7 @@ def main_verdict(
                 trace_info=trace_info,
                 run_settings=run_settings,
                 schedule=schedule,
+                steady=steady,
             )
         except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
             click.echo(f"pddbench: {scenario.name}: FAILED: {exc}", err=True)
@@ -232,6 +235,8 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
                     TCell(f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"),
                     TCell(p.excluded or "no"),
                     TCell(_settled(p)),
+                    TCell(_turn0(p)),
+                    TCell(_bins(p)),
                 )
             )
     return Table(
@@ -247,6 +252,8 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
             "SLA attainment [interval]",
             "excluded",
             "servers after the point",
+            "turn 0 %: point / window",
+            f"hit bins % ({' / '.join(MIX_BIN_LABELS)}): point | window | served",
         ),
         tuple(rows),
         "Each point replays sessions no earlier point sent; its warm-up is excluded; its "
@@ -255,5 +262,24 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
         "interval: Wilson, the ladder's confidence. Servers after the point: how long they "
         "took to finish its work once its last answer was in; NOT SUSTAINED: still busy "
         "when the wait ended (a relay answers while WAN transfers pile up), a miss whatever "
-        "the attainment, and the next point gets a fresh deployment.",
+        "the attainment, and the next point gets a fresh deployment. Steady-state points "
+        "replay every request of their trace window (sessions in progress continue, caches "
+        "primed from the trace's history): turn 0 and hit bins of the point's measured "
+        "requests (their hit rates in the trace) beside the window's own, and the hit rates "
+        "the servers reported (served).",
     )
+
+
+def _turn0(p: LadderPoint) -> str:
+    if p.mix is None or p.trace_mix is None:
+        return "-"
+    return f"{p.mix.turn0_share:.1%} / {p.trace_mix.turn0_share:.1%}"
+
+
+def _bins(p: LadderPoint) -> str:
+    def fmt(shares: list[float] | None) -> str:
+        return "-" if shares is None else " / ".join(f"{100 * x:.1f}" for x in shares)
+
+    if p.mix is None or p.trace_mix is None:
+        return "-"
+    return f"{fmt(p.mix.hit_bins)} | {fmt(p.trace_mix.hit_bins)} | {fmt(p.served_hit_bins)}"

@@ -61,6 +61,8 @@ def plan_point(
     measure = powered_measure_s(settings, offsets)
     if cap_s is not None:
         measure = min(measure, cap_s)
+    if measure < settings.longest_point_s:  # the point as it will be sent (a steady point's
+        offsets = sched(at_s, load, settings.warmup_s + measure)  # slices are that long)
     return PointPlan(load, measure, planned_in(settings, offsets, measure))
 
 

@@ -1,0 +1,247 @@
+"""Steady-state ladder points: a point is its trace window's requests (sessions in progress
+continue at their turn), its mix is the window's, and primed caches hold the history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pddbench.harness.config.replay import Selection
+from pddbench.harness.drive.replay import ReplayPlan
+from pddbench.harness.plan.sessions import plan_requests
+from pddbench.harness.plan.steady import SteadyIndex, SteadyPoint
+from pddbench.harness.rundir.ladder import MIX_BINS, RequestMix
+from pddbench.workloads.hitrate import FirstSeen, prefix_hits
+from pddbench.workloads.inspect import bin_index
+from pddbench.workloads.schema import Col
+from pddbench.workloads.synth import SynthOptions, synthesise
+from pddbench.workloads.synth_profile import load_profile
+
+from ..traces import chain_table
+
+JAN_FEB = Path("/work/runs/jan-feb.parquet")
+WARMUP_S = 10.0
+
+
+def measured_mix(point: SteadyPoint, warmup_s: float = WARMUP_S) -> RequestMix:
+    """The mix of a point's requests planned after its warm-up (what it measures)."""
+    kept = [r for r in point.requests if r.arrival_s >= warmup_s]
+    return RequestMix.of(
+        np.array([r.turn_index for r in kept]),
+        np.array([point.theoretical_cached[r.request_id] / r.input_length for r in kept]),
+    )
+
+
+def assert_within(a: RequestMix, b: RequestMix, pp: float) -> None:
+    assert abs(a.turn0_share - b.turn0_share) <= pp / 100, (a.text(), b.text())
+    for x, y in zip(a.hit_bins, b.hit_bins, strict=True):
+        assert abs(x - y) <= pp / 100, (a.text(), b.text())
+
+
+# -- the mix: one rule ---------------------------------------------------------------------
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.one_of(st.floats(0, 1), st.just(float("nan")))),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_mix_counts_turn0_and_bins_by_the_inspect_rule(rows: list[tuple[int, float]]) -> None:
+    turns = np.array([t for t, _ in rows])
+    rate = np.array([h for _, h in rows])
+    mix = RequestMix.of(turns, rate)
+    assert mix.requests == len(rows)
+    assert mix.turn0_share == pytest.approx(np.mean(turns == 0))
+    known = rate[np.isfinite(rate)]
+    if known.size:
+        assert sum(mix.hit_bins) == pytest.approx(1.0)
+        idx = bin_index(known, MIX_BINS)
+        for b, share in enumerate(mix.hit_bins):
+            assert share == pytest.approx(np.mean(idx == b))
+    else:
+        assert mix.hit_bins == [0.0] * len(MIX_BINS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 6), st.integers(0, 3), st.integers(0, 1000))
+def test_first_seen_is_the_unbounded_cache_hit(sessions: int, turns: int, shared: int, seed: int):
+    """FirstSeen.leading(rows, rows) is prefix_hits' rule, blocks shared across sessions too."""
+    rng = np.random.default_rng(seed)
+
+    def hashes(s: int, t: int) -> list[int]:
+        common = list(range(9000, 9000 + shared))  # a system prompt every session shares
+        return common + [1000 * s + b for b in range(int(rng.integers(0, 3)) + t + 1)]
+
+    table = chain_table(sessions=sessions, turns=turns, hashes=hashes, session_gap_s=0.3)
+    order = np.argsort(table.column(Col.ARRIVAL).to_numpy(), kind="stable")
+    ordered = table.take(pa.array(order))
+    rows = np.arange(ordered.num_rows)
+    lead = FirstSeen.of(ordered).leading(rows, rows)
+    bs = ordered.column(Col.BLOCK_SIZE).to_numpy()
+    assert (lead * bs).tolist() == prefix_hits(ordered).cached_tokens.tolist()
+
+
+# -- the plan ------------------------------------------------------------------------------
+def chain() -> pa.Table:
+    """40 sessions of 8 turns, a new one every 5 s, a turn every 10 s: long-lived sessions."""
+    return chain_table(sessions=40, turns=8, session_gap_s=5.0, turn_gap_s=10.0, think_s=1.0)
+
+
+def test_a_point_is_every_request_of_its_window_in_slices() -> None:
+    table = chain()
+    index = SteadyIndex(table, Selection())
+    start, send, slices = 60.0, 20.0, 3
+    point = index.point(start, send * slices, send)
+    arrival = dict(
+        zip(
+            table.column(Col.REQUEST_ID).to_pylist(),
+            table.column(Col.ARRIVAL).to_pylist(),
+            strict=True,
+        )
+    )
+    window = {k for k, a in arrival.items() if start <= a < start + send * slices}
+    assert {r.request_id for r in point.requests} == window
+    by_id = {r.request_id: r for r in point.requests}
+    for r in point.requests:
+        k = int((arrival[r.request_id] - start) // send)
+        assert r.namespace == k + 1  # one prompt namespace per slice (point 0)
+        assert r.arrival_s == pytest.approx(arrival[r.request_id] - start - k * send)
+        assert 0 <= r.arrival_s < send
+        parent = f"{r.session_id}-t{r.turn_index - 1}"
+        if r.parent_request_id is not None:  # a previous turn in the same slice: it waits
+            assert r.parent_request_id == parent and by_id[parent].namespace == r.namespace
+            assert r.think_time_s == pytest.approx(1.0)
+        elif r.turn_index > 0:  # in progress at its slice's start: continues at its turn
+            assert parent not in by_id or by_id[parent].namespace != r.namespace
+    assert any(r.parent_request_id is None and r.turn_index > 0 for r in point.requests)
+
+
+def test_primes_are_the_history_before_each_slice() -> None:
+    table = chain()
+    index = SteadyIndex(table, Selection())
+    start, send = 60.0, 20.0
+    point = index.point(start, 2 * send, send, point_index=3)
+    firsts = {
+        (r.namespace, r.session_id): r
+        for r in sorted(point.requests, key=lambda r: -r.arrival_s)
+        if r.turn_index > 0
+    }
+    entries = {(e.namespace, e.row): e for e in point.priming.entries}
+    for (ns, _sid), r in firsts.items():
+        assert ns >= 3 * (1 << 24) + 1  # the point's own namespaces: never an earlier point's
+        if r.parent_request_id is None:  # in progress: its earlier turns' blocks are primed
+            e = entries[(ns, r.row)]
+            assert e.blocks == r.turn_index  # turn t holds t + 1 blocks, t of them history
+    # a session's turn 0 primes nothing (chain sessions share no block)
+    assert all(e.blocks > 0 for e in point.priming.entries)
+    needs = [e.need_s for e in point.priming.entries]
+    assert needs == sorted(needs)
+
+
+def test_theoretical_hits_are_the_traces() -> None:
+    table = chain()
+    point = SteadyIndex(table, Selection()).point(60.0, 60.0, 20.0)
+    cached = dict(
+        zip(
+            table.column(Col.REQUEST_ID).to_pylist(),
+            prefix_hits(table).cached_tokens.tolist(),
+            strict=True,
+        )
+    )
+    assert all(
+        point.theoretical_cached[r.request_id] == cached[r.request_id] for r in point.requests
+    )
+
+
+def test_the_schedule_is_the_points_offsets() -> None:
+    table = chain()
+    index = SteadyIndex(table, Selection())
+    point = index.point(50.0, 75.0, 25.0)
+    offsets = index.offsets(50.0, 3.0, 75.0, 25.0)
+    assert offsets == sorted(r.arrival_s for r in point.requests)
+
+
+# -- jan-feb windows: the point's mix is the window's ---------------------------------------
+def synthetic_jan_feb() -> pa.Table:
+    return synthesise(load_profile("jan-feb"), SynthOptions(sessions=600, days=0.5)).table
+
+
+@pytest.mark.parametrize(
+    ("frac", "slices", "send"), [(0.3, 8, 60.0), (0.5, 20, 40.0), (0.7, 3.5, 90.0)]
+)
+def test_jan_feb_profile_point_mix_within_2pp_of_its_window(
+    frac: float, slices: float, send: float
+):
+    table = synthetic_jan_feb()
+    arrival = table.column(Col.ARRIVAL).to_numpy()
+    start = float(arrival.min() + frac * (arrival.max() - arrival.min()))
+    point = SteadyIndex(table, Selection()).point(start, slices * send, send)
+    assert point.trace_mix.requests == len(point.requests) > 100
+    assert_within(measured_mix(point), point.trace_mix, 2.0)
+    # the cold point of the same window (the sessions that start in it, from turn 0) is not
+    cold = [
+        r
+        for r in plan_requests(table, Selection(start, slices * send, speedup=slices))
+        if WARMUP_S <= r.arrival_s < send
+    ]
+    cold_turn0 = np.mean([r.turn_index == 0 for r in cold])
+    assert cold_turn0 - point.trace_mix.turn0_share > 0.05
+
+
+@pytest.mark.skipif(not JAN_FEB.exists(), reason="the jan-feb trace is not on this machine")
+@pytest.mark.parametrize(
+    ("hour", "slices", "send"), [(509.0, 7.5, 130.0), (510.4, 30.0, 75.0), (749.0, 80.0, 50.0)]
+)
+def test_jan_feb_point_mix_within_2pp_of_its_window(hour: float, slices: float, send: float):
+    """Three windows of the real trace (its history from three days before: a slice)."""
+    start = hour * 3600
+    table = pq.read_table(
+        JAN_FEB,
+        filters=(pc.field(Col.ARRIVAL) >= start - 3 * 86400)
+        & (pc.field(Col.ARRIVAL) < start + 86400),
+    )
+    point = SteadyIndex(table, Selection()).point(start, slices * send, send)
+    assert point.trace_mix.requests > 300
+    assert_within(measured_mix(point), point.trace_mix, 2.0)
+
+
+# -- priming: in-progress sessions' first turns hit the cache --------------------------------
+def test_primed_point_hits_where_a_cold_one_does_not() -> None:
+    from pddbench.harness.config.scenario import load_scenario
+    from pddbench.twin.backend import replay_records
+
+    sc = load_scenario("same-dc-pd").model_copy(update={"emulation_scale": 1.0})
+    dep, net = sc.deployment_config, sc.network_config()
+    table = chain_table(
+        sessions=12, turns=6, session_gap_s=4.0, turn_gap_s=8.0, think_s=1.0, block=512
+    )
+    point = SteadyIndex(table, Selection()).point(30.0, 40.0, 20.0)
+    assert point.priming.entries
+    primed = ReplayPlan(point.requests, table, point.theoretical_cached, "t", point.priming)
+    cold = ReplayPlan(point.requests, table, point.theoretical_cached, "t")
+    from pddbench.harness.config.replay import ReplayOptions
+
+    opts = ReplayOptions()
+    continuing = {
+        r.request_id for r in point.requests if r.parent_request_id is None and r.turn_index > 0
+    }
+    assert continuing
+
+    def hit(plan: ReplayPlan) -> float:
+        recs = [r for r in replay_records(plan, opts, dep, net) if r.request_id in continuing]
+        assert len(recs) == len(continuing) and all(r.status == "ok" for r in recs)
+        return sum(r.cached_tokens_reported or 0 for r in recs) / sum(r.input_tokens for r in recs)
+
+    expected = sum(point.theoretical_cached[r] for r in continuing) / sum(
+        r.input_length for r in point.requests if r.request_id in continuing
+    )
+    assert expected > 0.5
+    assert hit(primed) == pytest.approx(expected, abs=0.02)
+    assert hit(cold) == 0.0
