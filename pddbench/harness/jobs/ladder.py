@@ -147,15 +147,24 @@ def measure_point(
             emulated=emulated,
             probes_on=probes_on,
         ),
-        **(_mixes(records, measured, steady) if steady is not None else {}),
+        **(_mixes(records, measured, steady, window) if steady is not None else {}),
     )
 
 
-def _mixes(records: RecordSet, measured: np.ndarray, steady: SteadyPoint) -> dict[str, Any]:
-    """A steady point's mixes: the measured requests' (their trace hit rates), the hit
-    rates the servers reported for them, the trace window's own."""
+def _mixes(
+    records: RecordSet, measured: np.ndarray, steady: SteadyPoint, window: PointWindow
+) -> dict[str, Any]:
+    """A steady point's mixes: the requests it planned in its measured time, those it
+    measured (intended there: a slow system delays later turns out of it), with their
+    trace hit rates; the hit rates the servers reported for those; the trace window's."""
     served = records.served_hit_rate[measured]
+    planned = [r for r in steady.requests if window.warmup_s <= r.arrival_s < window.send_s]
+    hit = steady.theoretical_cached
     return {
+        "planned_mix": RequestMix.of(
+            np.array([r.turn_index for r in planned]),
+            np.array([hit[r.request_id] / max(1, r.input_length) for r in planned]),
+        ),
         "mix": RequestMix.of(records.num["turn_index"][measured], records.hit_rate[measured]),
         "served_hit_bins": hit_bin_shares(served) if np.isfinite(served).any() else None,
         "trace_mix": steady.trace_mix,
@@ -329,7 +338,8 @@ def run_ladder(
                 + (f"; EXCLUDED: {excluded}" if excluded else "")
                 + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
-            if m.mix is not None and m.trace_mix is not None:
+            if m.mix is not None and m.trace_mix is not None and m.planned_mix is not None:
+                echo(f"pddbench:   planned  {m.planned_mix.text()}")
                 echo(f"pddbench:   measured {m.mix.text()}")
                 echo(f"pddbench:   window   {m.trace_mix.text()}")
     verdict = search.verdict(scenario.name)

@@ -36,7 +36,12 @@ from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
-from pddbench.harness.rundir.ladder import MIX_BIN_LABELS, LadderPoint, LadderVerdict
+from pddbench.harness.rundir.ladder import (
+    MIX_BIN_LABELS,
+    LadderPoint,
+    LadderVerdict,
+    RequestMix,
+)
 from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
@@ -252,11 +257,11 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
             "SLA attainment [interval]",
             "excluded",
             "servers after the point",
-            "turn 0 %: point / window",
-            f"hit bins % ({' / '.join(MIX_BIN_LABELS)}): point | window | served",
+            "turn 0: planned / measured / window",
+            f"hit bins % ({' / '.join(MIX_BIN_LABELS)}): planned | measured | window | served",
         ),
         tuple(rows),
-        "Each point replays sessions no earlier point sent; its warm-up is excluded; its "
+        "Each point replays its own stretch of the trace; its warm-up is excluded; its "
         "load scale is chosen so that the trace's schedule plans the rung's offered rate "
         "(closed-loop sessions: the measured offered rate follows the system's pace); "
         "interval: Wilson, the ladder's confidence. Servers after the point: how long they "
@@ -264,22 +269,29 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
         "when the wait ended (a relay answers while WAN transfers pile up), a miss whatever "
         "the attainment, and the next point gets a fresh deployment. Steady-state points "
         "replay every request of their trace window (sessions in progress continue, caches "
-        "primed from the trace's history): turn 0 and hit bins of the point's measured "
-        "requests (their hit rates in the trace) beside the window's own, and the hit rates "
-        "the servers reported (served).",
+        "primed from the trace's history): turn-0 share and hit-rate bins of the requests "
+        "the point planned in its measured time and of those it measured (a slow system "
+        "delays later turns past the point's end), with their hit rates in the trace, "
+        "beside the window's own; served: the hit rates the servers reported.",
     )
 
 
+def _mixes(p: LadderPoint) -> list[RequestMix] | None:
+    """A steady point's planned, measured and trace-window mixes (None: a cold point)."""
+    mixes = [p.planned_mix, p.mix, p.trace_mix]
+    return None if any(m is None for m in mixes) else [m for m in mixes if m is not None]
+
+
 def _turn0(p: LadderPoint) -> str:
-    if p.mix is None or p.trace_mix is None:
-        return "-"
-    return f"{p.mix.turn0_share:.1%} / {p.trace_mix.turn0_share:.1%}"
+    mixes = _mixes(p)
+    return "-" if mixes is None else " / ".join(f"{m.turn0_share:.1%}" for m in mixes)
 
 
 def _bins(p: LadderPoint) -> str:
     def fmt(shares: list[float] | None) -> str:
         return "-" if shares is None else " / ".join(f"{100 * x:.1f}" for x in shares)
 
-    if p.mix is None or p.trace_mix is None:
+    mixes = _mixes(p)
+    if mixes is None:
         return "-"
-    return f"{fmt(p.mix.hit_bins)} | {fmt(p.trace_mix.hit_bins)} | {fmt(p.served_hit_bins)}"
+    return " | ".join([*(fmt(m.hit_bins) for m in mixes), fmt(p.served_hit_bins)])

@@ -442,6 +442,7 @@ class LadderSearch:
             settle_s=m.settle_s,
             backlog=m.backlog or None,
             settled=m.settled or None,
+            planned_mix=m.planned_mix,
             mix=m.mix,
             served_hit_bins=m.served_hit_bins,
             trace_mix=m.trace_mix,

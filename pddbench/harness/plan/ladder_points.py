@@ -256,6 +256,7 @@ class PointMeasure:
     settled: str = ""  # why nothing was waited on, when known (virtual time: nothing left)
     # steady-state points: what kind of requests were measured (the trace's hit rates),
     # the hit rates the servers reported, the trace window's own mix, the primed blocks
+    planned_mix: RequestMix | None = None
     mix: RequestMix | None = None
     served_hit_bins: list[float] | None = None
     trace_mix: RequestMix | None = None

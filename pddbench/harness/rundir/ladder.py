@@ -100,7 +100,8 @@ class LadderPoint(BaseModel):
     settled: str | None = None  # why nothing was waited on (virtual time: the twin finished)
     # steady-state points: the measured requests' mix (their trace hit rates), the served
     # hit rates (the servers' reported cached tokens) and the trace window's own mix
-    mix: RequestMix | None = None
+    planned_mix: RequestMix | None = None  # planned in its measured time
+    mix: RequestMix | None = None  # measured (intended in its measured time, sent)
     served_hit_bins: list[float] | None = None
     trace_mix: RequestMix | None = None
     primed_blocks: int | None = None  # trace blocks the caches were primed with
