@@ -28,10 +28,12 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   point starts that the ``time_budget_s`` left cannot hold with its warm-up, worst-case
   draining (``request_limit_s``) and reading (a point may be shortened to fit, never below
   ``point_s``); each point's real wall time is what is spent.
-* **Independent points**: point ``k`` replays the task groups that *start* in the trace
-  window after point ``k − 1``'s (:func:`point_windows` walks on through the trace), so no
-  point sends a session an earlier point sent and no cache is warmed by an earlier
-  point's prompts beyond what different sessions share anyway (agent system prompts).
+* **Independent points**: point ``k`` replays the trace window after point ``k − 1``'s
+  (:func:`point_windows` walks on through the trace). A steady-state point
+  (:mod:`~pddbench.harness.plan.steady`, the default) replays every request of its window,
+  sessions in progress continuing, its caches primed from the trace's history in its own
+  prompt namespaces, never from an earlier point's prompts; a cold one
+  (``LadderSettings.steady = False``) the task groups that *start* in its window.
 * **Warm-up**: requests intended to be sent in a point's first ``warmup_s`` are excluded
   from its figures; how many is recorded.
 * **Intervals**: each point's attainment has a Wilson score interval; the capacity's
