@@ -32,11 +32,7 @@ WARMUP_S = 10.0
 
 def measured_mix(point: SteadyPoint, warmup_s: float = WARMUP_S) -> RequestMix:
     """The mix of a point's requests planned after its warm-up (what it measures)."""
-    kept = [r for r in point.requests if r.arrival_s >= warmup_s]
-    return RequestMix.of(
-        np.array([r.turn_index for r in kept]),
-        np.array([point.theoretical_cached[r.request_id] / r.input_length for r in kept]),
-    )
+    return point.planned_mix(warmup_s, float("inf"))
 
 
 def assert_within(a: RequestMix, b: RequestMix, pp: float) -> None:

@@ -158,13 +158,8 @@ def _mixes(
     measured (intended there: a slow system delays later turns out of it), with their
     trace hit rates; the hit rates the servers reported for those; the trace window's."""
     served = records.served_hit_rate[measured]
-    planned = [r for r in steady.requests if window.warmup_s <= r.arrival_s < window.send_s]
-    hit = steady.theoretical_cached
     return {
-        "planned_mix": RequestMix.of(
-            np.array([r.turn_index for r in planned]),
-            np.array([hit[r.request_id] / max(1, r.input_length) for r in planned]),
-        ),
+        "planned_mix": steady.planned_mix(window.warmup_s, window.send_s),
         "mix": RequestMix.of(records.num["turn_index"][measured], records.hit_rate[measured]),
         "served_hit_bins": hit_bin_shares(served) if np.isfinite(served).any() else None,
         "trace_mix": steady.trace_mix,

@@ -36,7 +36,6 @@ Not honoured here: ``max_requests`` (a point's size is its window's).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +85,16 @@ class SteadyPoint:
     priming: PrimingPlan
     trace_mix: RequestMix  # every request of the window (before the warm-up cut)
     slices: float
+
+    def planned_mix(self, from_s: float, to_s: float) -> RequestMix:
+        """The mix of the requests planned in ``[from_s, to_s)`` (a point's measured
+        time), with their hit rates in the trace."""
+        kept = [r for r in self.requests if from_s <= r.arrival_s < to_s]
+        hit = self.theoretical_cached
+        return RequestMix.of(
+            np.array([r.turn_index for r in kept]),
+            np.array([hit[r.request_id] / max(1, r.input_length) for r in kept]),
+        )
 
 
 class SteadyIndex:
@@ -254,9 +263,3 @@ class SteadyIndex:
             )
         entries.sort(key=lambda e: (e.need_s, e.namespace))
         return PrimingPlan(tuple(entries))
-
-
-def slices_of(duration_s: float, send_s: float) -> int:
-    """How many slices a window of ``duration_s`` played in ``send_s`` has (the last may
-    be partial)."""
-    return max(1, math.ceil(duration_s / send_s - 1e-9))
