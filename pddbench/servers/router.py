@@ -226,11 +226,12 @@ class Router:
             by_instance.setdefault(p.instance_id, []).append(p.hashes)
         added: dict[str, int] = {}
         for iid, hashes in by_instance.items():
-            async with self.http.post(
-                f"http://{self.dep.instance(iid).address}/internal/prime", json={"hashes": hashes}
-            ) as resp:
-                resp.raise_for_status()
-                added[iid] = int((await resp.json())["blocks"])
+            url = f"http://{self.dep.instance(iid).address}/internal/prime"
+            added[iid] = 0
+            for k in range(0, len(hashes), 256):  # a few MB a POST, in insertion order
+                async with self.http.post(url, json={"hashes": hashes[k : k + 256]}) as resp:
+                    resp.raise_for_status()
+                    added[iid] += int((await resp.json())["blocks"])
         return web.json_response(
             {"prefixes": len(prefixes), "placements": len(placements), "blocks": added}
         )

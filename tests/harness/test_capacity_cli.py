@@ -64,3 +64,7 @@ def test_capacity_records_how_long_the_servers_took_after_each_point(tmp_path: P
     assert all(m["ladder_point"]["settle_s"] is not None for m in manifests)
     assert all(m["ladder_point"]["backlog"] == "" for m in manifests)
     assert "servers after the point" in res.stdout and "idle after" in res.stdout
+    # steady-state points: the second (two slices) primes the servers' caches over HTTP
+    assert "caches primed with" in res.stderr, res.stderr[-3000:]
+    assert "planned / measured / window" in res.stdout
+    assert all(p["trace_mix"] is not None and p["planned_mix"] is not None for p in points)
