@@ -137,7 +137,7 @@ def test_the_plan_names_the_rate_rungs() -> None:
 
     text = plan_text(main_ladder(3), 3, origin_rps=3.84)
     assert "ladder of offered rates 3.84, 7.68, 15.4, 30.7 req/s" in text
-    assert "down to 0.96 if the first misses" in text and "x0.75" in text
+    assert "down to 0.96 if the first misses" in text and "x1" in text
 
 
 def test_the_schedule_index_plans_what_plan_requests_plans() -> None:

@@ -146,14 +146,14 @@ class LadderSettings:
 # put the upper end below it. So a point measures until the trace's schedule has offered
 # 400 requests after its warm-up (30 s at least, 120 s at most); four rate rungs, x2 apart,
 # bracket the capacity, then two bisection points (fresh stretches of the trace) narrow it.
-# The first rung is what x0.75 offers at the origin: a steady point at load x plays
-# 10 × x slices of the window at once, each at the trace's own rate (jan-feb's busiest
-# hour: ~0.5 req/s), so x0.75 offers ~4 req/s, as x4 did when a point started its sessions
-# at turn 0 (it offered only their first turns). The main job gives every system the same
+# The first rung is what x1 offers at the origin: a steady point at load x plays 10 × x
+# slices of the window at once, each at the trace's own rate (jan-feb's busiest hour:
+# ~0.4 req/s), so x1 offers 3.9 req/s, as x4 did (3.84) when a point started its sessions
+# at turn 0 (it offered only their first turns): the same rungs as before. The main job gives every system the same
 # settings and an equal share of its 30 minutes (``time_budget_s`` set there); ``pddbench
 # capacity`` takes these as they are.
 DEFAULT_LADDER = LadderSettings(
-    start=0.75,
+    start=1.0,
     growth=2.0,
     max_points=4,
     point_s=30.0,
