@@ -74,12 +74,13 @@ def main() -> None:
     began = time.monotonic()
     trace = read_trace(args.trace)
     options, _ = default_selection(trace.table, ReplayOptions(), trace.epoch)
-    index = SteadyIndex(trace.table, options.selection)
+    index = SteadyIndex(trace.table, options.selection, warmup_s=STEADY.warmup_s)
     for name, settings in (("cold", COLD), ("steady", STEADY)):
         for w in windows(trace, options, settings, args.points, index):
             window = index.mix(w.trace_start_s, w.trace_duration_s)
             if settings.steady:
-                p = index.point(w.trace_start_s, w.trace_duration_s, w.send_s, point_index=w.index)
+                slices = options.selection.speedup * w.load
+                p = index.point(w.trace_start_s, slices, w.send_s, point_index=w.index)
                 kept = [r for r in p.requests if w.warmup_s <= r.arrival_s < w.send_s]
                 point = RequestMix.of(
                     np.array([r.turn_index for r in kept]),

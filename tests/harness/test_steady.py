@@ -42,6 +42,7 @@ def assert_within(a: RequestMix, b: RequestMix, pp: float) -> None:
 
 
 # -- the mix: one rule ---------------------------------------------------------------------
+@settings(deadline=None)
 @given(
     st.lists(
         st.tuples(st.integers(0, 5), st.one_of(st.floats(0, 1), st.just(float("nan")))),
@@ -90,40 +91,45 @@ def chain() -> pa.Table:
     return chain_table(sessions=40, turns=8, session_gap_s=5.0, turn_gap_s=10.0, think_s=1.0)
 
 
+def arrivals(table: pa.Table) -> dict[str, float]:
+    ids = table.column(Col.REQUEST_ID).to_pylist()
+    return dict(zip(ids, table.column(Col.ARRIVAL).to_pylist(), strict=True))
+
+
 def test_a_point_is_every_request_of_its_window_in_slices() -> None:
     table = chain()
-    index = SteadyIndex(table, Selection())
-    start, send, slices = 60.0, 20.0, 3
-    point = index.point(start, send * slices, send)
-    arrival = dict(
-        zip(
-            table.column(Col.REQUEST_ID).to_pylist(),
-            table.column(Col.ARRIVAL).to_pylist(),
-            strict=True,
-        )
-    )
-    window = {k for k, a in arrival.items() if start <= a < start + send * slices}
-    assert {r.request_id for r in point.requests} == window
+    index = SteadyIndex(table, Selection(), warmup_s=5.0)
+    start, send, slices = 60.0, 25.0, 3  # three stretches of 20 s, each after 5 s of warm-up
+    point = index.point(start, slices, send)
+    arrival = arrivals(table)
+    window = {k for k, a in arrival.items() if start <= a < start + 20.0 * slices}
+    measured = {r.request_id for r in point.requests if "~w" not in r.request_id}
+    assert measured == window
     by_id = {r.request_id: r for r in point.requests}
     for r in point.requests:
-        k = int((arrival[r.request_id] - start) // send)
+        rid, _, warm = r.request_id.partition("~w")
+        k = int(warm) if warm else int((arrival[rid] - start) // 20.0)
+        t_k = start + 20.0 * k
         assert r.namespace == k + 1  # one prompt namespace per slice (point 0)
-        assert r.arrival_s == pytest.approx(arrival[r.request_id] - start - k * send)
+        assert r.arrival_s == pytest.approx(arrival[rid] - (t_k - 5.0))
         assert 0 <= r.arrival_s < send
+        assert (r.arrival_s < 5.0) == bool(warm)  # the warm-up: the 5 s before the stretch
         parent = f"{r.session_id}-t{r.turn_index - 1}"
         if r.parent_request_id is not None:  # a previous turn in the same slice: it waits
-            assert r.parent_request_id == parent and by_id[parent].namespace == r.namespace
+            assert r.parent_request_id.partition("~w")[0] == parent
+            assert by_id[r.parent_request_id].namespace == r.namespace
             assert r.think_time_s == pytest.approx(1.0)
         elif r.turn_index > 0:  # in progress at its slice's start: continues at its turn
-            assert parent not in by_id or by_id[parent].namespace != r.namespace
+            same = [q for q in point.requests if q.namespace == r.namespace]
+            assert all(q.request_id.partition("~w")[0] != parent for q in same)
     assert any(r.parent_request_id is None and r.turn_index > 0 for r in point.requests)
+    assert point.planned_mix(5.0, send) == point.trace_mix  # measured: exactly the window
 
 
 def test_primes_are_the_history_before_each_slice() -> None:
     table = chain()
-    index = SteadyIndex(table, Selection())
-    start, send = 60.0, 20.0
-    point = index.point(start, 2 * send, send, point_index=3)
+    index = SteadyIndex(table, Selection(), warmup_s=5.0)
+    point = index.point(60.0, 2, 25.0, point_index=3)
     firsts = {
         (r.namespace, r.session_id): r
         for r in sorted(point.requests, key=lambda r: -r.arrival_s)
@@ -133,35 +139,52 @@ def test_primes_are_the_history_before_each_slice() -> None:
     for (ns, _sid), r in firsts.items():
         assert ns >= 3 * (1 << 24) + 1  # the point's own namespaces: never an earlier point's
         if r.parent_request_id is None:  # in progress: its earlier turns' blocks are primed
-            e = entries[(ns, r.row)]
-            assert e.blocks == r.turn_index  # turn t holds t + 1 blocks, t of them history
-    # a session's turn 0 primes nothing (chain sessions share no block)
-    assert all(e.blocks > 0 for e in point.priming.entries)
+            assert entries[(ns, r.row)].blocks == r.turn_index  # turn t: t + 1 blocks
+    assert all(e.blocks > 0 for e in point.priming.entries)  # chain sessions share no block
     needs = [e.need_s for e in point.priming.entries]
     assert needs == sorted(needs)
 
 
 def test_theoretical_hits_are_the_traces() -> None:
     table = chain()
-    point = SteadyIndex(table, Selection()).point(60.0, 60.0, 20.0)
-    cached = dict(
-        zip(
-            table.column(Col.REQUEST_ID).to_pylist(),
-            prefix_hits(table).cached_tokens.tolist(),
-            strict=True,
-        )
-    )
-    assert all(
-        point.theoretical_cached[r.request_id] == cached[r.request_id] for r in point.requests
-    )
+    point = SteadyIndex(table, Selection(), warmup_s=5.0).point(60.0, 3, 25.0)
+    ids = table.column(Col.REQUEST_ID).to_pylist()
+    cached = dict(zip(ids, prefix_hits(table).cached_tokens.tolist(), strict=True))
+    for r in point.requests:
+        assert point.theoretical_cached[r.request_id] == cached[r.request_id.partition("~w")[0]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(2, 30),
+    st.integers(1, 8),
+    st.integers(1, 20),
+    st.integers(0, 60),
+    st.floats(0.3, 6.0),
+    st.integers(6, 40),
+    st.integers(0, 5),
+)
+def test_any_window_measures_exactly_its_requests(
+    sessions: int, turns: int, gap: int, start: int, slices: float, send: int, warm: int
+) -> None:
+    """Whole seconds (a request exactly at a slice's start is measured, not warm-up)."""
+    table = chain_table(sessions=sessions, turns=turns, session_gap_s=gap, turn_gap_s=7.0)
+    point = SteadyIndex(table, Selection(), warmup_s=warm).point(start, slices, send)
+    m = send - warm
+    window = {k for k, a in arrivals(table).items() if start <= a < start + slices * m}
+    assert {r.request_id for r in point.requests if "~w" not in r.request_id} == window
+    assert all(0 <= r.arrival_s < send for r in point.requests)
+    assert len({r.request_id for r in point.requests}) == len(point.requests)
+    assert point.trace_mix.requests == len(window)
+    if window:
+        assert point.planned_mix(warm, send) == point.trace_mix
 
 
 def test_the_schedule_is_the_points_offsets() -> None:
     table = chain()
-    index = SteadyIndex(table, Selection())
-    point = index.point(50.0, 75.0, 25.0)
-    offsets = index.offsets(50.0, 3.0, 75.0, 25.0)
-    assert offsets == sorted(r.arrival_s for r in point.requests)
+    index = SteadyIndex(table, Selection(), warmup_s=5.0)
+    point = index.point(50.0, 3, 25.0)
+    assert index.offsets(50.0, 3, 0.0, 25.0) == sorted(r.arrival_s for r in point.requests)
 
 
 # -- jan-feb windows: the point's mix is the window's ---------------------------------------
@@ -178,8 +201,8 @@ def test_jan_feb_profile_point_mix_within_2pp_of_its_window(
     table = synthetic_jan_feb()
     arrival = table.column(Col.ARRIVAL).to_numpy()
     start = float(arrival.min() + frac * (arrival.max() - arrival.min()))
-    point = SteadyIndex(table, Selection()).point(start, slices * send, send)
-    assert point.trace_mix.requests == len(point.requests) > 100
+    point = SteadyIndex(table, Selection(), warmup_s=WARMUP_S).point(start, slices, send)
+    assert point.trace_mix.requests > 100
     assert_within(measured_mix(point), point.trace_mix, 2.0)
     # the cold point of the same window (the sessions that start in it, from turn 0) is not
     cold = [
@@ -203,7 +226,7 @@ def test_jan_feb_point_mix_within_2pp_of_its_window(hour: float, slices: float, 
         filters=(pc.field(Col.ARRIVAL) >= start - 3 * 86400)
         & (pc.field(Col.ARRIVAL) < start + 86400),
     )
-    point = SteadyIndex(table, Selection()).point(start, slices * send, send)
+    point = SteadyIndex(table, Selection(), warmup_s=WARMUP_S).point(start, slices, send)
     assert point.trace_mix.requests > 300
     assert_within(measured_mix(point), point.trace_mix, 2.0)
 
@@ -218,7 +241,7 @@ def test_primed_point_hits_where_a_cold_one_does_not() -> None:
     table = chain_table(
         sessions=12, turns=6, session_gap_s=4.0, turn_gap_s=8.0, think_s=1.0, block=512
     )
-    point = SteadyIndex(table, Selection()).point(30.0, 40.0, 20.0)
+    point = SteadyIndex(table, Selection()).point(30.0, 2, 20.0)
     assert point.priming.entries
     primed = ReplayPlan(point.requests, table, point.theoretical_cached, "t", point.priming)
     cold = ReplayPlan(point.requests, table, point.theoretical_cached, "t")

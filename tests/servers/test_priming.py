@@ -69,7 +69,7 @@ def test_servers_prime_endpoint_makes_continuing_turns_hit() -> None:
     start finds its history cached on P and D; on a cold deployment it finds nothing."""
     spec = deployment("pd", {"prefill": 2, "decode": 2})
     table = chain_table(sessions=6, turns=5, session_gap_s=4.0, turn_gap_s=8.0, block=64)
-    point = SteadyIndex(table, Selection()).point(24.0, 24.0, 12.0)
+    point = SteadyIndex(table, Selection()).point(24.0, 2, 12.0)
     plan = ReplayPlan(point.requests, table, point.theoretical_cached, "t", point.priming)
     opts = ReplayOptions(vocab_size=VOCAB)
     prompt = prompt_function(plan, opts)

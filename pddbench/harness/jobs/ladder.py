@@ -200,7 +200,7 @@ def run_ladder(
     backend = run_settings.backend()
     base_speedup = options.selection.speedup
     if settings.steady and steady is None:
-        steady = SteadyIndex(trace.table, options.selection)
+        steady = SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
     search = LadderSearch(
         settings,
         target_pct=sla.target_pct,
@@ -252,7 +252,7 @@ def run_ladder(
             if steady is not None:
                 point = steady.point(
                     window.trace_start_s,
-                    window.trace_duration_s,
+                    base_speedup * window.load,
                     window.send_s,
                     think_policy=opts.think_policy,
                     point_index=window.index,

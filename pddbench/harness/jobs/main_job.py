@@ -94,7 +94,11 @@ def main_verdict(
     """Run the ladder for every system, report the common-load runs, print the verdict."""
     settings = main_ladder(len(scenarios), quick=quick)
     began = time.monotonic()
-    steady = SteadyIndex(trace.table, options.selection) if settings.steady else None
+    steady = (
+        SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
+        if settings.steady
+        else None
+    )
     schedule = trace_schedule(trace, options, steady)  # one for all: every system the same
     first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
     origin_rps = first.planned_rps if first.planned_requests else None

@@ -149,9 +149,9 @@ class LadderSettings:
 # The first rung is what x1 offers at the origin: a steady point at load x plays 10 × x
 # slices of the window at once, each at the trace's own rate (jan-feb's busiest hour:
 # ~0.4 req/s), so x1 offers 3.9 req/s, as x4 did (3.84) when a point started its sessions
-# at turn 0 (it offered only their first turns): the same rungs as before. The main job gives every system the same
-# settings and an equal share of its 30 minutes (``time_budget_s`` set there); ``pddbench
-# capacity`` takes these as they are.
+# at turn 0 (it offered only their first turns): the same rungs as before. The main job
+# gives every system the same settings and an equal share of its 30 minutes
+# (``time_budget_s`` set there); ``pddbench capacity`` takes these as they are.
 DEFAULT_LADDER = LadderSettings(
     start=1.0,
     growth=2.0,
@@ -285,8 +285,11 @@ def _window(
     bisect: bool = False,
 ) -> PointWindow:
     """At load ``x`` a point sends for ``warmup + measure_s`` wall seconds with arrivals
-    compressed ``base_speedup × x``, so it spans that many times as much of the trace."""
-    span = (settings.warmup_s + measure_s) * base_speedup * load
+    compressed ``base_speedup × x``, so it spans that many times as much of the trace; a
+    steady point measures ``base_speedup × x`` stretches of ``measure_s`` (its slices'
+    warm-ups replay the trace just before each: :mod:`~pddbench.harness.plan.steady`)."""
+    sent = measure_s if settings.steady else settings.warmup_s + measure_s
+    span = sent * base_speedup * load
     return PointWindow(index, load, cursor, span, measure_s, settings.warmup_s, bisect)
 
 
