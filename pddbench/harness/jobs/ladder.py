@@ -199,8 +199,12 @@ def run_ladder(
     scenario = run_settings.fixed(scenario, echo)  # the scale is fixed and recorded
     backend = run_settings.backend()
     base_speedup = options.selection.speedup
-    if settings.steady and steady is None:
+    if not settings.steady:
+        steady = None
+    elif steady is None:
         steady = SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
+    elif steady.warmup_s != settings.warmup_s:
+        raise ValueError("the steady index's warm-up is not the ladder's")
     search = LadderSearch(
         settings,
         target_pct=sla.target_pct,

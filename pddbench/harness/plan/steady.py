@@ -24,18 +24,20 @@ slice's index + 1; :func:`~pddbench.workloads.materialize.namespaced`), so that 
 hits a prefix another slice (playing later or earlier trace time at the same wall time)
 put in the caches. The caches must then hold what the trace's history leaves for each
 slice: the :class:`PrimingPlan` lists, per slice, the leading blocks of each of its
-requests that the trace had seen before the slice's start (its warm-up's) (an in-progress session's
-earlier turns, a shared system prompt), one entry per distinct prefix, earliest needed
-first. The drivers apply it before the point starts, through the servers' own routing
-and caches (:mod:`pddbench.servers.priming`). With those primes each request's hit in an
-unbounded cache is its hit in the trace (:class:`~pddbench.workloads.hitrate.FirstSeen`:
-one rule for both), which is the theoretical hit the records carry.
+requests that the trace had seen before the slice starts (its warm-up's start): an
+in-progress session's earlier turns, a shared system prompt; one entry per distinct
+prefix, earliest needed first. The drivers apply it before the point starts, through
+the servers' own routing and caches (:mod:`pddbench.servers.priming`). With those primes
+each request's hit in an unbounded cache is its hit in the trace (one rule for both:
+:class:`~pddbench.workloads.hitrate.FirstSeen`), the theoretical hit its record carries.
 
 Independent points: a point's caches are primed from the trace's history only, never from
 an earlier point's prompts (namespaces differ per point and slice: the point's index is
 part of the namespace).
 
-Not honoured here: ``max_requests`` (a point's size is its window's).
+Not honoured here: ``max_requests`` (a point's size is its window's). Below one slice
+(``x < 1 / base speed-up``) the one partial slice carries load only in the first part of
+the point's measured time.
 """
 
 from __future__ import annotations
