@@ -1,8 +1,11 @@
 """Running the shared load ladder against one system: the I/O around :class:`LadderSearch`.
 
 Deploys the scenario once and runs each point the search asks for as a short replay in
-its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
-earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
+its own run folder (``<system>-x<load>``): the point's own trace window in steady state
+(every request in it, as ``base speed-up × load`` concurrent slices, the caches primed
+from the trace's history: :mod:`pddbench.harness.plan.steady`; its mix beside the
+window's is measured and printed) or, for a cold ladder, the sessions that start in it
+with arrivals compressed ``base speed-up × load``, sending for the
 warm-up plus the measured time the search chose (powered points are sized, and their
 load scales found for their rate rungs, from the trace's planned schedule,
 :func:`trace_schedule`: the same for every system). Times
