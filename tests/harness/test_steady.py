@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pddbench.harness.config.replay import Selection
 from pddbench.harness.drive.replay import ReplayPlan
 from pddbench.harness.plan.sessions import plan_requests
-from pddbench.harness.plan.steady import SteadyIndex, SteadyPoint
+from pddbench.harness.plan.steady import WARM_MARK, SteadyIndex, SteadyPoint
 from pddbench.harness.rundir.ladder import MIX_BINS, RequestMix
 from pddbench.workloads.hitrate import FirstSeen, prefix_hits
 from pddbench.workloads.inspect import bin_index
@@ -103,11 +103,11 @@ def test_a_point_is_every_request_of_its_window_in_slices() -> None:
     point = index.point(start, slices, send)
     arrival = arrivals(table)
     window = {k for k, a in arrival.items() if start <= a < start + 20.0 * slices}
-    measured = {r.request_id for r in point.requests if "~w" not in r.request_id}
+    measured = {r.request_id for r in point.requests if WARM_MARK not in r.request_id}
     assert measured == window
     by_id = {r.request_id: r for r in point.requests}
     for r in point.requests:
-        rid, _, warm = r.request_id.partition("~w")
+        rid, _, warm = r.request_id.partition(WARM_MARK)
         k = int(warm) if warm else int((arrival[rid] - start) // 20.0)
         t_k = start + 20.0 * k
         assert r.namespace == k + 1  # one prompt namespace per slice (point 0)
@@ -116,12 +116,12 @@ def test_a_point_is_every_request_of_its_window_in_slices() -> None:
         assert (r.arrival_s < 5.0) == bool(warm)  # the warm-up: the 5 s before the stretch
         parent = f"{r.session_id}-t{r.turn_index - 1}"
         if r.parent_request_id is not None:  # a previous turn in the same slice: it waits
-            assert r.parent_request_id.partition("~w")[0] == parent
+            assert r.parent_request_id.partition(WARM_MARK)[0] == parent
             assert by_id[r.parent_request_id].namespace == r.namespace
             assert r.think_time_s == pytest.approx(1.0)
         elif r.turn_index > 0:  # in progress at its slice's start: continues at its turn
             same = [q for q in point.requests if q.namespace == r.namespace]
-            assert all(q.request_id.partition("~w")[0] != parent for q in same)
+            assert all(q.request_id.partition(WARM_MARK)[0] != parent for q in same)
     assert any(r.parent_request_id is None and r.turn_index > 0 for r in point.requests)
     assert point.planned_mix(5.0, send) == point.trace_mix  # measured: exactly the window
 
@@ -151,7 +151,8 @@ def test_theoretical_hits_are_the_traces() -> None:
     ids = table.column(Col.REQUEST_ID).to_pylist()
     cached = dict(zip(ids, prefix_hits(table).cached_tokens.tolist(), strict=True))
     for r in point.requests:
-        assert point.theoretical_cached[r.request_id] == cached[r.request_id.partition("~w")[0]]
+        trace_id = r.request_id.partition(WARM_MARK)[0]
+        assert point.theoretical_cached[r.request_id] == cached[trace_id]
 
 
 @settings(max_examples=30, deadline=None)
@@ -172,7 +173,7 @@ def test_any_window_measures_exactly_its_requests(
     point = SteadyIndex(table, Selection(), warmup_s=warm).point(start, slices, send)
     m = send - warm
     window = {k for k, a in arrivals(table).items() if start <= a < start + slices * m}
-    assert {r.request_id for r in point.requests if "~w" not in r.request_id} == window
+    assert {r.request_id for r in point.requests if WARM_MARK not in r.request_id} == window
     assert all(0 <= r.arrival_s < send for r in point.requests)
     assert len({r.request_id for r in point.requests}) == len(point.requests)
     assert point.trace_mix.requests == len(window)

@@ -7,8 +7,8 @@ x``), not the sessions that start there: the window is cut into ``slices`` conse
 stretches of ``m`` seconds (the last may be partial), and the **slices** play at once from
 the point's start, slice ``j`` replaying its stretch after the ``w`` trace seconds just
 before it (its warm-up: requests another slice measures, or the previous window's, played
-again under their own ids ``<id>~w<j>``). A request's planned offset is its arrival minus
-its slice's start (its stretch's start − ``w``). So
+again under their own ids ``<id>@w<j>``: :data:`WARM_MARK`). A request's planned offset
+is its arrival minus its slice's start (its stretch's start − ``w``). So
 
 * sessions in progress at a slice's start continue at their turn (their first request in
   the slice is due at its own offset; the earlier turns are the history), new sessions
@@ -58,6 +58,8 @@ from pddbench.workloads.schema import Col
 
 # namespaces of one point: point index × this + slice index + 1 (a point has fewer slices)
 POINT_NAMESPACES = 1 << 24
+# a warm-up copy's request id: ``<trace id>@w<slice>`` (characters request ids may hold)
+WARM_MARK = "@w"
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,10 @@ class SteadyIndex:
         slices, offsets, warm = sp.slice.tolist(), sp.offset.tolist(), sp.warm.tolist()
         # a warm-up request is another slice's measured one (or the previous window's): it
         # plays again under its own id
-        planned = [f"{rid}~w{j}" if w else rid for rid, j, w in zip(ids, slices, warm, strict=True)]
+        planned = [
+            f"{rid}{WARM_MARK}{j}" if w else rid
+            for rid, j, w in zip(ids, slices, warm, strict=True)
+        ]
         where = {(rid, j): k for k, (rid, j) in enumerate(zip(ids, slices, strict=True))}
         out = []
         for k in range(len(ids)):
