@@ -8,7 +8,7 @@ import asyncio
 import aiohttp
 
 from pddbench.harness.config.replay import ReplayOptions, Selection
-from pddbench.harness.drive.prime import prime_deployment
+from pddbench.harness.drive.prime import PrimeResult, prime_deployment
 from pddbench.harness.drive.replay import ReplayPlan, prompt_function
 from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.servers.config import DeploymentConfig
@@ -80,7 +80,7 @@ def test_servers_prime_endpoint_makes_continuing_turns_hit() -> None:
         note = ""
         async with running(spec) as (_host, url, _), aiohttp.ClientSession() as http:
             if primed:
-                note = await asyncio.to_thread(prime_deployment, url, plan, opts)
+                note = (await asyncio.to_thread(prime_deployment, url, plan, opts)).describe()
             got = []
             for r in continuing:
                 c = await complete(http, url, prompt(r), 2, r.request_id)
@@ -96,3 +96,32 @@ def test_servers_prime_endpoint_makes_continuing_turns_hit() -> None:
         assert d_cached == p_cached
     _, cold = asyncio.run(run(False))
     assert all(p == 0 and d == 0 for p, d, _ in cold)
+
+
+def test_the_twin_and_the_servers_place_the_same_blocks_on_the_same_instances() -> None:
+    """One priming decision, two drivers: per instance, the twin adds as many blocks as the
+    reference servers' /internal/prime does (prefixes hashed by each driver its own way)."""
+    from pddbench.twin.prompts import prime_hashes
+    from pddbench.twin.run import Twin
+
+    spec = deployment("pd", {"prefill": 2, "decode": 3})
+    table = chain_table(sessions=9, turns=5, session_gap_s=3.0, turn_gap_s=8.0, block=64)
+    point = SteadyIndex(table, Selection()).point(24.0, 3, 12.0)
+    plan = ReplayPlan(point.requests, table, point.theoretical_cached, "t", point.priming)
+    opts = ReplayOptions(vocab_size=VOCAB)
+
+    async def served() -> PrimeResult:
+        async with running(spec) as (_host, url, _):
+            return await asyncio.to_thread(prime_deployment, url, plan, opts)
+
+    result = asyncio.run(served())
+    dep = DeploymentConfig.model_validate(spec)
+    twin = Twin(dep, None)
+    prefix = prime_hashes(table, dep.block_size)
+    added: dict[str, int] = {}
+    for p in place(twin.core, [prefix(e) for e in point.priming.entries]):
+        added[p.instance_id] = added.get(p.instance_id, 0) + twin.workers[p.instance_id].pool.prime(
+            p.hashes
+        )
+    assert len(added) == 5  # every P and D holds some history
+    assert result.blocks == added and not result.problem

@@ -16,6 +16,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -55,16 +56,37 @@ def _post(url: str, body: bytes, timeout_s: float) -> dict[str, object]:
     return out
 
 
+@dataclass(frozen=True)
+class PrimeResult:
+    """What a priming did: the servers' answer (server blocks added per instance), or why
+    the caches were left as they were."""
+
+    trace_blocks: int  # the plan's
+    prefixes: int = 0
+    placements: int = 0
+    blocks: dict[str, int] = field(default_factory=dict)  # server blocks added, by instance
+    problem: str = ""  # set when nothing was primed
+
+    def describe(self) -> str:
+        if self.problem:
+            return self.problem
+        added = ", ".join(f"{k} {v}" for k, v in sorted(self.blocks.items()))
+        return (
+            f"caches primed with {self.trace_blocks} trace blocks of history ({self.prefixes} "
+            f"prefixes, {self.placements} placements; server blocks added: {added})"
+        )
+
+
 def prime_deployment(
     front_door: str, plan: ReplayPlan, options: ReplayOptions, *, timeout_s: float = 300.0
-) -> str:
-    """Send the plan's primes to the front door; what was done, in one sentence."""
+) -> PrimeResult:
+    """Send the plan's primes to the front door; what the servers did."""
+    trace_blocks = 0 if plan.priming is None else plan.priming.blocks
     if plan.priming is None or not plan.priming.entries:
-        return "nothing to prime"
+        return PrimeResult(trace_blocks, problem="nothing to prime")
     url = front_door.rstrip("/") + "/internal/prime"
     batch: list[list[int]] = []
     tokens = 0
-    answer: dict[str, object] = {}
     try:
         for prompt in prime_prompts(plan, options):
             batch.append(prompt)
@@ -75,12 +97,16 @@ def prime_deployment(
         answer = _post(url, orjson.dumps({"prompts": batch, "final": True}), timeout_s)
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 405):
-            return "the front door has no /internal/prime (not a reference router): caches cold"
-        return f"priming failed ({exc}): caches as they were"
+            why = "the front door has no /internal/prime (not a reference router): caches cold"
+        else:
+            why = f"priming failed ({exc}): caches as they were"
+        return PrimeResult(trace_blocks, problem=why)
     except OSError as exc:
-        return f"priming failed ({exc}): caches as they were"
-    return (
-        f"caches primed with {plan.priming.blocks} trace blocks of history "
-        f"({answer.get('prefixes')} prefixes, {answer.get('placements')} placements, "
-        f"{answer.get('blocks')} server blocks added)"
+        return PrimeResult(trace_blocks, problem=f"priming failed ({exc}): caches as they were")
+    blocks = answer.get("blocks")
+    return PrimeResult(
+        trace_blocks,
+        prefixes=int(str(answer.get("prefixes", 0))),
+        placements=int(str(answer.get("placements", 0))),
+        blocks={str(k): int(v) for k, v in blocks.items()} if isinstance(blocks, dict) else {},
     )

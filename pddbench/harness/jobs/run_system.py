@@ -273,8 +273,8 @@ def run_system(
                 if at.deployment is not None:
                     manifest.deployment = at.deployment.recorded()
             if run_plan.priming is not None:  # a steady point: the history in the caches
-                note = prime_deployment(at.front_door, run_plan, opts)
-                click.echo(f"pddbench: {at.label}: {note}", err=True)
+                primed = prime_deployment(at.front_door, run_plan, opts)
+                click.echo(f"pddbench: {at.label}: {primed.describe()}", err=True)
             outcome = backend.drive(
                 Drive(
                     run_plan,
