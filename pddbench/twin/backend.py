@@ -129,6 +129,11 @@ def drive_virtual(
         update={"backend": "virtual", "link_model": links}
     )
     manifest.clock = VIRTUAL_CLOCK
+    if plan.priming is not None and manifest.ladder_point is not None:
+        manifest.ladder_point.primed = (
+            f"in process (the twin): {plan.priming.blocks} trace blocks of history, "
+            f"{len(plan.priming.entries)} prefixes"
+        )
     outputs = TwinOutputs(scrape_interval(plan.requests))
     host = calibration.model.host if calibration is not None else NONE
     caps = calibration.model.flow_caps() if calibration is not None else None

@@ -67,6 +67,11 @@ def test_capacity_records_how_long_the_servers_took_after_each_point(tmp_path: P
     assert "servers after the point" in res.stdout and "idle after" in res.stdout
     # steady-state points: the second (two slices) primes the servers' caches over HTTP
     assert "caches primed with" in res.stderr, res.stderr[-3000:]
+    primed = [
+        json.loads(m.read_text())["ladder_point"].get("primed", "")
+        for m in out.glob("*-pdd-x*/manifest.json")
+    ]
+    assert any(p.startswith("caches primed with") for p in primed), primed
     assert "planned / measured / window" in res.stdout
     assert all(p["trace_mix"] is not None and p["planned_mix"] is not None for p in points)
     for folder in out.glob("*-pdd-x*"):  # warm-up copies too: ids the servers accept

@@ -275,6 +275,8 @@ def run_system(
             if run_plan.priming is not None:  # a steady point: the history in the caches
                 primed = prime_deployment(at.front_door, run_plan, opts)
                 click.echo(f"pddbench: {at.label}: {primed.describe()}", err=True)
+                if manifest.ladder_point is not None:
+                    manifest.ladder_point.primed = primed.describe()
             outcome = backend.drive(
                 Drive(
                     run_plan,
