@@ -114,6 +114,7 @@ class WorkerInstance(HandoffEndpoints):
         r.add_get("/health", self.h_health)
         r.add_get("/metrics", self.h_metrics)
         r.add_post("/internal/abort", self.h_abort)
+        r.add_post("/internal/prime", self.h_prime)
         r.add_get("/internal/events", self.h_events)
         prewarm.add_routes(r, lambda: self._http_for(kv=True))  # pre-warmed KV peers
         if self.role is Role.COLOCATED:
@@ -178,6 +179,12 @@ class WorkerInstance(HandoffEndpoints):
         if job is not None:
             self._abort(job, msg.reason)
         return web.json_response({"aborted": job is not None})
+
+    async def h_prime(self, request: web.Request) -> web.Response:
+        """``POST /internal/prime``: prefixes (``hashes``, in insertion order) a history
+        left in this instance's cache (:meth:`~pddbench.servers.radix.KvPool.prime`)."""
+        body = await request.json()
+        return web.json_response({"blocks": sum(self.pool.prime(h) for h in body["hashes"])})
 
     # -- event channel ------------------------------------------------------------------
     async def h_events(self, request: web.Request) -> web.StreamResponse:

@@ -182,6 +182,18 @@ class KvPool:
         self.private_tokens += tokens
         return True
 
+    def prime(self, hashes: Sequence[int]) -> int:
+        """Hold a prefix a history left (no request uses it): its missing blocks are
+        inserted unpinned, most recently used, evicting LRU blocks for room; a prefix that
+        does not fit beside the pinned data is left out. Returns the blocks added."""
+        have = self.tree.match(hashes, touch=False).blocks
+        tokens = (len(hashes) - have) * self.block_size
+        if not self.reserve(tokens):
+            return 0
+        _node, new = self.tree.insert(hashes)
+        self.private_tokens -= tokens
+        return new
+
     def release(self, tokens: int) -> None:
         if tokens > self.private_tokens:
             raise ValueError(f"release of {tokens} tokens but only {self.private_tokens} held")

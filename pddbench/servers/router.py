@@ -29,6 +29,7 @@ from pddbench.servers.config import DeploymentConfig, InstanceConfig, Role
 from pddbench.servers.flows import Flow, RequestFailed
 from pddbench.servers.instance import ProcessContext
 from pddbench.servers.metrics import Registry
+from pddbench.servers.priming import place
 from pddbench.servers.router_core import RouterCore
 from pddbench.servers.sessions import internal_runner, internal_session
 from pddbench.servers.tokens import block_hashes
@@ -73,6 +74,7 @@ class Router:
         self.channels: dict[str, ChannelReader] = {}
         self._bg: set[asyncio.Task[Any]] = set()
         self._monitor: asyncio.Task[None] | None = None
+        self._primes: list[list[int]] = []  # a priming's prefixes until its last batch
         self.http: aiohttp.ClientSession
         self.runner: web.AppRunner | None = None
         self.m = _RouterMetrics(self)
@@ -85,6 +87,7 @@ class Router:
         app.router.add_get("/v1/models", self.h_models)
         app.router.add_get("/health", self.h_health)
         app.router.add_get("/metrics", self.h_metrics)
+        app.router.add_post("/internal/prime", self.h_prime)
         self.runner = internal_runner(app)
         await self.runner.setup()
         host, _, port = self.cfg.bind.rpartition(":")
@@ -206,6 +209,32 @@ class Router:
 
     async def h_metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.m.render().encode(), content_type="text/plain")
+
+    async def h_prime(self, request: web.Request) -> web.Response:
+        """``POST /internal/prime``: a history's prompts (``prompts``, earliest needed first,
+        in batches until ``final``) go into the caches this router would send them to
+        (:func:`~pddbench.servers.priming.place`); each instance adds them to its cache."""
+        body = _loads(await request.read())
+        bs = self.dep.block_size
+        self._primes.extend(block_hashes(p, bs) for p in body.get("prompts", []))
+        if not body.get("final", True):
+            return web.json_response({"pending": len(self._primes)})
+        prefixes, self._primes = self._primes, []
+        placements = place(self.core, prefixes)
+        by_instance: dict[str, list[list[int]]] = {}
+        for p in placements:
+            by_instance.setdefault(p.instance_id, []).append(p.hashes)
+        added: dict[str, int] = {}
+        for iid, hashes in by_instance.items():
+            url = f"http://{self.dep.instance(iid).address}/internal/prime"
+            added[iid] = 0
+            for k in range(0, len(hashes), 256):  # a few MB a POST, in insertion order
+                async with self.http.post(url, json={"hashes": hashes[k : k + 256]}) as resp:
+                    resp.raise_for_status()
+                    added[iid] += int((await resp.json())["blocks"])
+        return web.json_response(
+            {"prefixes": len(prefixes), "placements": len(placements), "blocks": added}
+        )
 
     async def h_models(self, request: web.Request) -> web.Response:
         return web.json_response(

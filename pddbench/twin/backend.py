@@ -4,8 +4,9 @@ Owns :func:`drive_virtual`, the virtual-time counterpart of
 :func:`pddbench.harness.drive.replay.run_replay`, and :class:`VirtualBackend`, the
 harness's :class:`~pddbench.harness.drive.backends.ModelBackend` behind ``--backend
 virtual`` (a reference-server scenario at full scale, no deployment): the plan's
-requests get the servers' block hashes (:func:`~pddbench.twin.prompts.server_hashes`),
-replay through
+requests get the servers' block hashes (:func:`~pddbench.twin.prompts.table_hashes`;
+a steady-state point's primed prefixes :func:`~pddbench.twin.prompts.prime_hashes`, placed
+before the clock starts), replay through
 :func:`~pddbench.twin.run.run_twin`, and land in the run folder's journal and
 ``requests.parquet`` exactly as an emulated run's do; the manifest's ``replay`` section
 says ``backend = "virtual"`` and carries the link model's parameters (with ``--link-model``:
@@ -26,7 +27,6 @@ from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.drive.backends import Drive
 from pddbench.harness.drive.quiesce import Quiet
 from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_section
-from pddbench.harness.plan.player import PlannedRequest
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import Journal, RequestRecord, finalize_journal
@@ -36,7 +36,7 @@ from pddbench.twin.calibrate import LinkModelFile, LinkModelSource
 from pddbench.twin.host import NONE, HostCosts
 from pddbench.twin.links import FlowCaps
 from pddbench.twin.outputs import TwinOutputs, scrape_interval
-from pddbench.twin.prompts import server_hashes
+from pddbench.twin.prompts import prime_hashes, table_hashes
 from pddbench.twin.run import Twin, run_twin
 
 TARGET = "virtual://"
@@ -90,18 +90,16 @@ def replay_records(
 ) -> list[RequestRecord]:
     """``plan`` through the twin of ``dep`` under ``options`` (the client's error policy,
     duration cap and request limit): every sent request's record, in completion order."""
-    lists = plan.table.column("block_hashes").to_pylist()
-    sizes = plan.table.column("block_size").to_pylist()
-    bs = dep.block_size
-
-    def hashes(r: PlannedRequest) -> list[int]:
-        return server_hashes(lists[r.row], sizes[r.row], bs, r.input_length, r.row)
-
+    primes = None
+    if plan.priming is not None:
+        prefix = prime_hashes(plan.table, dep.block_size)
+        primes = [prefix(e) for e in plan.priming.entries]
     return run_twin(
         dep,
         net,
         plan.requests,
-        hashes,
+        table_hashes(plan.table, dep.block_size),
+        primes=primes,
         seed=seed,
         on_error=options.on_error,
         cached_theoretical=plan.theoretical_cached,
@@ -131,6 +129,11 @@ def drive_virtual(
         update={"backend": "virtual", "link_model": links}
     )
     manifest.clock = VIRTUAL_CLOCK
+    if plan.priming is not None and manifest.ladder_point is not None:
+        manifest.ladder_point.primed = (
+            f"in process (the twin): {plan.priming.blocks} trace blocks of history, "
+            f"{len(plan.priming.entries)} prefixes"
+        )
     outputs = TwinOutputs(scrape_interval(plan.requests))
     host = calibration.model.host if calibration is not None else NONE
     caps = calibration.model.flow_caps() if calibration is not None else None

@@ -9,7 +9,10 @@ the request's own. This module gives the
 twin hashes with that same sharing (values differ, equality does not): a trace block of
 ``f`` server blocks becomes ``f`` ids ``h * f + i``; the tail's server blocks get ids no
 other request has (negative, from the request's trace row); :func:`table_hashes` reads
-them row by row from a trace table's columns. Pure.
+them row by row from a trace table's columns, in the request's prompt namespace
+(:func:`~pddbench.workloads.materialize.namespaced`, as the emulated client materialises
+it), and :func:`prime_hashes` those of a primed prefix
+(:class:`~pddbench.harness.plan.steady.PrimeEntry`). Pure.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import add, mul
 
+import numpy as np
 import pyarrow as pa
 
 from pddbench.harness.plan.player import PlannedRequest
+from pddbench.harness.plan.steady import PrimeEntry
+from pddbench.workloads.materialize import namespaced
 
 
 def server_hashes(
@@ -44,18 +50,36 @@ def server_hashes(
     return out + [base - j for j in range(len(out), n)]
 
 
-def table_hashes(table: pa.Table, server_bs: int) -> Callable[[PlannedRequest], list[int]]:
-    """:func:`server_hashes` of each planned request of ``table`` (a canonical trace), read
-    from its columns when asked: no Python copy of the whole ``block_hashes`` column (for
-    the whole jan-feb trace that copy alone is gigabytes)."""
+def _columns(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, flat hashes, block sizes) of a trace table: no Python copy of the whole
+    ``block_hashes`` column (for the whole jan-feb trace that copy alone is gigabytes)."""
     col = table.column("block_hashes").combine_chunks()
     offsets = col.offsets.to_numpy()  # into the unsliced child array, as ``values`` is
-    values = col.values.to_numpy()
-    sizes = table.column("block_size").to_numpy()
+    return offsets, col.values.to_numpy(), table.column("block_size").to_numpy()
+
+
+def table_hashes(table: pa.Table, server_bs: int) -> Callable[[PlannedRequest], list[int]]:
+    """:func:`server_hashes` of each planned request of ``table`` (a canonical trace), in
+    its prompt namespace, read from its columns when asked."""
+    offsets, values, sizes = _columns(table)
 
     def hashes(r: PlannedRequest) -> list[int]:
         row = r.row
-        listed = values[offsets[row] : offsets[row + 1]].tolist()
+        listed = namespaced(values[offsets[row] : offsets[row + 1]], r.namespace).tolist()
         return server_hashes(listed, int(sizes[row]), server_bs, r.input_length, row)
+
+    return hashes
+
+
+def prime_hashes(table: pa.Table, server_bs: int) -> Callable[[PrimeEntry], list[int]]:
+    """The server block hashes of a primed prefix: its row's first ``blocks`` full trace
+    blocks, in its namespace (the same ids its requests' :func:`table_hashes` start with)."""
+    offsets, values, sizes = _columns(table)
+
+    def hashes(e: PrimeEntry) -> list[int]:
+        start = offsets[e.row]
+        listed = namespaced(values[start : start + e.blocks], e.namespace).tolist()
+        bs = int(sizes[e.row])
+        return server_hashes(listed, bs, server_bs, e.blocks * bs, e.row)
 
     return hashes

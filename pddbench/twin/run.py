@@ -12,7 +12,7 @@ the same records, byte for byte. Must not decide what the servers' cores decide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pddbench.harness.config.replay import OnError
@@ -21,6 +21,7 @@ from pddbench.harness.rundir.records import RequestRecord
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig, Role
 from pddbench.servers.flow_core import Tally
+from pddbench.servers.priming import place
 from pddbench.servers.router_core import RouterCore
 from pddbench.twin.front import TwinFlow
 from pddbench.twin.host import NONE, HostCosts
@@ -62,6 +63,13 @@ class Twin:
         self._front: Direction | None = None  # router -> client (looked up at first use)
         self._to_client_s = host.to_client_s
 
+    def prime(self, prefixes: Sequence[list[int]]) -> int:
+        """Put a history's prefixes (earliest needed first) in the caches the router would
+        send them to (:func:`~pddbench.servers.priming.place`); the blocks added."""
+        return sum(
+            self.workers[p.instance_id].pool.prime(p.hashes) for p in place(self.core, prefixes)
+        )
+
     def worker(self, instance_id: str) -> TwinWorker:
         return self.workers[instance_id]
 
@@ -94,6 +102,7 @@ def run_twin(
     flow_caps: FlowCaps | None = None,
     observe: Callable[[Twin], None] | None = None,
     on_record: Callable[[RequestRecord], None] | None = None,
+    primes: Sequence[list[int]] | None = None,
 ) -> list[RequestRecord]:
     """Every sent request's record (completion order), replayed in virtual time; with
     ``send_until_s`` (the options' ``max_duration_s``) nothing new is sent from then on
@@ -105,8 +114,12 @@ def run_twin(
     link model's).
     ``observe``: called with the twin before its clock starts (the outputs' samplers). With
     ``on_record`` each record goes to it as it completes instead (a journal writer: a whole
-    trace's records do not fit in memory) and the list returned is empty."""
+    trace's records do not fit in memory) and the list returned is empty. ``primes``: the
+    prefixes (server block hashes, earliest needed first) the caches hold at the start, a
+    history's (:func:`pddbench.servers.priming.place` decides where)."""
     twin = Twin(dep, net, seed=seed, host=host, flow_caps=flow_caps)
+    if primes:
+        twin.prime(primes)
     if observe is not None:
         observe(twin)
     twin.cached_theoretical = cached_theoretical

@@ -20,6 +20,12 @@ from the request's own id so different requests still differ there.
 
 Token IDs are drawn from ``[first_id, vocab_size)``, leaving low IDs (special tokens of
 real tokenizers) unused.
+
+**Namespaces** (:func:`namespaced`): a replay may play several stretches of a trace at
+once, each in its own prompt namespace (a steady-state ladder point's slices), so that no
+stretch's prompts share a cache block with another's: namespace ``n > 0`` maps every hash
+through SplitMix64 keyed by ``n`` (equal hashes stay equal, chained prefixes stay
+chained); namespace 0 is the trace's own hashes.
 """
 
 from __future__ import annotations
@@ -47,6 +53,16 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
         z *= _MIX2
         z ^= z >> np.uint64(31)
     return z
+
+
+def namespaced(hashes: Sequence[int] | np.ndarray, namespace: int) -> np.ndarray:
+    """The block hashes of prompt namespace ``namespace`` (0: the hashes as they are)."""
+    h = np.asarray(hashes, dtype=np.uint64)
+    if namespace == 0:
+        return h
+    with np.errstate(over="ignore"):
+        key = splitmix64(np.array([namespace], dtype=np.uint64) * _GOLDEN)[0]
+        return splitmix64(h ^ key)
 
 
 def stable_hash64(text: str) -> int:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.traces import chain_trace
@@ -64,3 +65,15 @@ def test_capacity_records_how_long_the_servers_took_after_each_point(tmp_path: P
     assert all(m["ladder_point"]["settle_s"] is not None for m in manifests)
     assert all(m["ladder_point"]["backlog"] == "" for m in manifests)
     assert "servers after the point" in res.stdout and "idle after" in res.stdout
+    # steady-state points: the second (two slices) primes the servers' caches over HTTP
+    assert "caches primed with" in res.stderr, res.stderr[-3000:]
+    primed = [
+        json.loads(m.read_text())["ladder_point"].get("primed", "")
+        for m in out.glob("*-pdd-x*/manifest.json")
+    ]
+    assert any(p.startswith("caches primed with") for p in primed), primed
+    assert "planned / measured / window" in res.stdout
+    assert all(p["trace_mix"] is not None and p["planned_mix"] is not None for p in points)
+    for folder in out.glob("*-pdd-x*"):  # warm-up copies too: ids the servers accept
+        status = pq.read_table(folder / "requests.parquet", columns=["status"]).column(0)
+        assert set(status.to_pylist()) <= {"ok", "censored"}, folder

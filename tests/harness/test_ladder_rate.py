@@ -18,7 +18,8 @@ from pddbench.harness.plan.schedule_index import ScheduleIndex
 from pddbench.harness.plan.sessions import plan_requests
 
 BASE = 10.0
-LADDER = dataclasses.replace(DEFAULT_LADDER, time_budget_s=None)  # x4 ... x32, powered
+# x4 ... x32, powered, over cold schedules (the sessions that start in a window)
+LADDER = dataclasses.replace(DEFAULT_LADDER, start=4.0, steady=False, time_budget_s=None)
 
 
 def _declining(decay_s: float, per_s: float = 0.12, span_s: float = 400_000.0) -> pa.Table:
@@ -136,7 +137,7 @@ def test_the_plan_names_the_rate_rungs() -> None:
 
     text = plan_text(main_ladder(3), 3, origin_rps=3.84)
     assert "ladder of offered rates 3.84, 7.68, 15.4, 30.7 req/s" in text
-    assert "down to 0.96 if the first misses" in text and "x4" in text
+    assert "down to 0.96 if the first misses" in text and "x1" in text
 
 
 def test_the_schedule_index_plans_what_plan_requests_plans() -> None:

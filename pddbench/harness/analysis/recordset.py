@@ -224,6 +224,14 @@ class RecordSet:
         return np.clip(rate, 0.0, 1.0)
 
     @cached_property
+    def served_hit_rate(self) -> np.ndarray:
+        """The servers' reported cached tokens ÷ input tokens (NaN where not reported)."""
+        inp = self.num["input_tokens"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where(inp > 0, self.num["cached_tokens_reported"] / inp, np.nan)
+        return np.clip(rate, 0.0, 1.0)
+
+    @cached_property
     def hit_bin(self) -> np.ndarray:
         """Index into ``PUBLISHED_HIT_BINS`` per request; -1 when the hit rate is unknown."""
         rate = self.hit_rate

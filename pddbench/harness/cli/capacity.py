@@ -1,8 +1,10 @@
 """``pddbench capacity``: SLA goodput at capacity for one system, on the shared load ladder.
 
 Deploys the scenario **once** and walks the ladder (:mod:`pddbench.harness.plan.ladder`):
-each point replays its own slice of the trace (sessions no earlier point sent), at
-``base speed-up × load``, for a warm-up plus a measured interval, in its own run folder;
+each point replays its own window of the trace in steady state (every request in it, as
+``base speed-up × load`` concurrent slices, caches primed from the trace's history:
+:mod:`pddbench.harness.plan.steady`; ``--cold``: the sessions that start in it), for a
+warm-up plus a measured interval, in its own run folder;
 the walk stops at the first point that misses the SLA attainment target. The same
 settings give every system the same loads. Writes the verdict (``capacity.json``: every
 point with its Wilson interval, the capacity, its interval and its basis) into the last
@@ -56,6 +58,10 @@ LADDER_FLAGS: tuple[tuple[str, str, type | str, object, str], ...] = (
     ("--request-limit", "request_limit_s", DURATION, "45s", "A point's requests are cut this "
      "long after they were sent; a cut one whose SLA bound lies beyond it is censored "
      "(excluded, counted)."),
+    ("--steady/--cold", "steady", bool, L.steady, "Steady-state points (every request of a "
+     "point's trace window, sessions in progress continuing, caches primed from the trace's "
+     "history) or cold ones (the sessions that start in the window, from turn 0, caches "
+     "empty; give a higher --start, e.g. 4)."),
 )  # fmt: skip
 
 

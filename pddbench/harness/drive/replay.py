@@ -35,6 +35,7 @@ from pddbench.harness.drive.stream_records import skipped_record
 from pddbench.harness.plan.player import PlannedRequest, SessionPlayer
 from pddbench.harness.plan.resume import ResumePoint, remaining_plan
 from pddbench.harness.plan.sessions import plan_requests
+from pddbench.harness.plan.steady import PrimingPlan, SteadyPoint
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import (
     ResumeEntry,
@@ -47,7 +48,7 @@ from pddbench.harness.rundir.sections import ReplaySection
 from pddbench.harness.rundir.sends import SendLog, count_sends
 from pddbench.tokens import TokenStream
 from pddbench.workloads.hitrate import prefix_hits
-from pddbench.workloads.materialize import Materializer
+from pddbench.workloads.materialize import Materializer, namespaced
 from pddbench.workloads.schema import Col
 from pddbench.workloads.traceio import Trace
 
@@ -64,6 +65,8 @@ class ReplayPlan:
     table: pa.Table  # the trace rows, indexed by PlannedRequest.row
     theoretical_cached: dict[str, int]
     selection_note: str
+    # a steady-state point's: what the trace's history leaves in the caches (None: cold)
+    priming: PrimingPlan | None = None
 
 
 @dataclass
@@ -89,9 +92,33 @@ def _theoretical_cached(
 
 
 def prepare_theoretical(plan: ReplayPlan, options: ReplayOptions) -> ReplayPlan:
-    """The same plan with theoretical cached tokens at ``options.cache_block_size``."""
-    cached = _theoretical_cached(plan.table, plan.requests, options.cache_block_size)
+    """The same plan with theoretical cached tokens at ``options.cache_block_size`` (a
+    steady-state point's, the trace's hits with its history, are whole blocks of that size:
+    chained hashes, so a block of ``k`` trace blocks is cached when its last one is)."""
+    cbs = options.cache_block_size
+    if plan.priming is not None:
+        sizes = set(plan.table.column(Col.BLOCK_SIZE).unique().to_pylist())
+        if cbs is None or len(sizes) != 1 or cbs % next(iter(sizes)):
+            return plan
+        cached = {k: v // cbs * cbs for k, v in plan.theoretical_cached.items()}
+        return dataclasses.replace(plan, theoretical_cached=cached)
+    cached = _theoretical_cached(plan.table, plan.requests, cbs)
     return dataclasses.replace(plan, theoretical_cached=cached)
+
+
+def prepare_steady(trace: Trace, point: SteadyPoint, options: ReplayOptions) -> ReplayPlan:
+    """A steady-state point's plan (:mod:`pddbench.harness.plan.steady`): its requests,
+    their hits in the trace with its history, and the primes that history leaves."""
+    plan = ReplayPlan(
+        point.requests,
+        trace.table,
+        point.theoretical_cached,
+        f"{len(point.requests)} requests of a trace window in {point.slices:.3g} concurrent "
+        f"slices (steady state: sessions in progress continue; caches primed with "
+        f"{point.priming.blocks} trace blocks of history)",
+        priming=point.priming,
+    )
+    return prepare_theoretical(plan, options) if options.cache_block_size else plan
 
 
 def prepare(trace: Trace, options: ReplayOptions) -> ReplayPlan:
@@ -158,7 +185,7 @@ def prompt_function(
         if m is None:
             m = Materializer(bs, vocab_size=options.vocab_size, first_id=options.first_token_id)
             materializers[bs] = m
-        row_hashes = flat_hashes[offsets[req.row] : offsets[req.row + 1]]
+        row_hashes = namespaced(flat_hashes[offsets[req.row] : offsets[req.row + 1]], req.namespace)
         return m.prompt(row_hashes, req.input_length, request_id=req.request_id)
 
     return prompt

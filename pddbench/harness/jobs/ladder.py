@@ -1,8 +1,11 @@
 """Running the shared load ladder against one system: the I/O around :class:`LadderSearch`.
 
 Deploys the scenario once and runs each point the search asks for as a short replay in
-its own run folder (``<system>-x<load>``): the point's own trace window (sessions no
-earlier point sent), arrivals compressed ``base speed-up × load``, sending for the
+its own run folder (``<system>-x<load>``): the point's own trace window in steady state
+(every request in it, as ``base speed-up × load`` concurrent slices, the caches primed
+from the trace's history: :mod:`pddbench.harness.plan.steady`; its mix beside the
+window's is measured and printed) or, for a cold ladder, the sessions that start in it
+with arrivals compressed ``base speed-up × load``, sending for the
 warm-up plus the measured time the search chose (powered points are sized, and their
 load scales found for their rate rungs, from the trace's planned schedule,
 :func:`trace_schedule`: the same for every system). Times
@@ -29,6 +32,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -41,7 +45,7 @@ from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import SLA
 from pddbench.harness.deploy.systems import deploy
-from pddbench.harness.drive.replay import prepare
+from pddbench.harness.drive.replay import prepare, prepare_steady
 from pddbench.harness.jobs.run_system import (
     Attached,
     NewRun,
@@ -57,8 +61,9 @@ from pddbench.harness.plan.ladder import (
 )
 from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule
 from pddbench.harness.plan.schedule_index import ScheduleIndex
+from pddbench.harness.plan.steady import SteadyIndex, SteadyPoint
 from pddbench.harness.rundir.folder import new_run
-from pddbench.harness.rundir.ladder import LadderVerdict
+from pddbench.harness.rundir.ladder import LadderVerdict, RequestMix, hit_bin_shares
 from pddbench.harness.rundir.manifest import LadderPointInfo, RunHead
 from pddbench.harness.rundir.sections import ScenarioSection, TraceInfo
 from pddbench.workloads.schema import Col
@@ -76,11 +81,14 @@ def ladder_origin(trace: Trace, options: ReplayOptions) -> float:
     return float(arrival.min()) if arrival.size else 0.0
 
 
-def trace_schedule(trace: Trace, options: ReplayOptions) -> Schedule:
+def trace_schedule(
+    trace: Trace, options: ReplayOptions, steady: SteadyIndex | None = None
+) -> Schedule:
     """The planned send offsets of a point from the trace (what sizes a powered point and
     finds its load scale for a rate rung): indexed once, so the many queries a rate rung
-    makes are cheap; every system of the main job walks the same schedule."""
-    index = ScheduleIndex(trace.table, options.selection)
+    makes are cheap; every system of the main job walks the same schedule. With
+    ``steady``, a steady-state point's (its window's requests, in slices)."""
+    index = steady or ScheduleIndex(trace.table, options.selection)
     base = options.selection.speedup
 
     def offsets(start_s: float, load: float, send_s: float) -> list[float]:
@@ -98,6 +106,7 @@ def measure_point(
     lost_s: float = 0.0,
     emulated: bool,
     probes_on: bool,
+    steady: SteadyPoint | None = None,
 ) -> PointMeasure:
     """One ladder point's figures: requests intended in ``[warmup, warmup + measured)``
     (the window's own measured time: powered points differ in length)."""
@@ -141,7 +150,24 @@ def measure_point(
             emulated=emulated,
             probes_on=probes_on,
         ),
+        **(_mixes(records, measured, steady, window) if steady is not None else {}),
     )
+
+
+def _mixes(
+    records: RecordSet, measured: np.ndarray, steady: SteadyPoint, window: PointWindow
+) -> dict[str, Any]:
+    """A steady point's mixes: the requests it planned in its measured time, those it
+    measured (intended there: a slow system delays later turns out of it), with their
+    trace hit rates; the hit rates the servers reported for those; the trace window's."""
+    served = records.served_hit_rate[measured]
+    return {
+        "planned_mix": steady.planned_mix(window.warmup_s, window.send_s),
+        "mix": RequestMix.of(records.num["turn_index"][measured], records.hit_rate[measured]),
+        "served_hit_bins": hit_bin_shares(served) if np.isfinite(served).any() else None,
+        "trace_mix": steady.trace_mix,
+        "primed_blocks": steady.priming.blocks,
+    }
 
 
 def point_info(window: PointWindow, request_limit_s: float, redeployed: str) -> LadderPointInfo:
@@ -166,20 +192,28 @@ def run_ladder(
     run_settings: RunSettings,
     echo: Callable[[str], None] = lambda s: click.echo(s, err=True),
     schedule: Schedule | None = None,
+    steady: SteadyIndex | None = None,
 ) -> tuple[LadderVerdict, list[Path]]:
-    """Walk the ladder for ``scenario``; the verdict and the point run folders."""
+    """Walk the ladder for ``scenario``; the verdict and the point run folders. Steady
+    points (``settings.steady``) are planned from ``steady`` (indexed here if None)."""
     emulate, check_probes = run_settings.emulate, run_settings.check_probes
     virtual = run_settings.virtual
     emulate = emulate and not virtual
     scenario = run_settings.fixed(scenario, echo)  # the scale is fixed and recorded
     backend = run_settings.backend()
     base_speedup = options.selection.speedup
+    if not settings.steady:
+        steady = None
+    elif steady is None:
+        steady = SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
+    elif steady.warmup_s != settings.warmup_s:
+        raise ValueError("the steady index's warm-up is not the ladder's")
     search = LadderSearch(
         settings,
         target_pct=sla.target_pct,
         origin_s=ladder_origin(trace, options),
         base_speedup=base_speedup,
-        schedule=schedule or trace_schedule(trace, options),
+        schedule=schedule or trace_schedule(trace, options, steady),
     )
     if search.origin_rps is not None:
         echo(f"pddbench: {scenario.name}: {settings.describe_walk(search.origin_rps)}")
@@ -221,7 +255,18 @@ def run_ladder(
                     request_timeout_s=min(options.api.request_timeout_s, settings.request_limit_s),
                 ),
             )
-            plan = prepare(trace, opts)
+            point = None
+            if steady is not None:
+                point = steady.point(
+                    window.trace_start_s,
+                    base_speedup * window.load,
+                    window.send_s,
+                    think_policy=opts.think_policy,
+                    point_index=window.index,
+                )
+                plan = prepare_steady(trace, point, opts)
+            else:
+                plan = prepare(trace, opts)
             label = f"{scenario.name}-x{window.load:.3g}"
             head = RunHead(
                 scenario=ScenarioSection.model_validate(scenario.manifest()),
@@ -270,6 +315,7 @@ def run_ladder(
                 lost_s=scheduler_lost_s(data.server_metrics),
                 emulated=emulate,
                 probes_on=emulate and check_probes,
+                steady=point,
             )
             wall_s = time.monotonic() - point_began  # planning, sending, draining, reading
             m = dataclasses.replace(
@@ -294,6 +340,10 @@ def run_ladder(
                 + (f"; EXCLUDED: {excluded}" if excluded else "")
                 + (f"; NOT SUSTAINED: the servers were {backlog}" if backlog else "")
             )
+            if m.mix is not None and m.trace_mix is not None and m.planned_mix is not None:
+                echo(f"pddbench:   planned  {m.planned_mix.text()}")
+                echo(f"pddbench:   measured {m.mix.text()}")
+                echo(f"pddbench:   window   {m.trace_mix.text()}")
     verdict = search.verdict(scenario.name)
     for folder in (folders[-1] if folders else deploy_dir.root, deploy_dir.root):
         verdict.save(folder)

@@ -30,12 +30,18 @@ from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedu
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
+from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
-from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
+from pddbench.harness.rundir.ladder import (
+    MIX_BIN_LABELS,
+    LadderPoint,
+    LadderVerdict,
+    RequestMix,
+)
 from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
@@ -88,7 +94,12 @@ def main_verdict(
     """Run the ladder for every system, report the common-load runs, print the verdict."""
     settings = main_ladder(len(scenarios), quick=quick)
     began = time.monotonic()
-    schedule = trace_schedule(trace, options)  # one for all: every system walks the same
+    steady = (
+        SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
+        if settings.steady
+        else None
+    )
+    schedule = trace_schedule(trace, options, steady)  # one for all: every system the same
     first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
     origin_rps = first.planned_rps if first.planned_requests else None
     click.echo(
@@ -110,6 +121,7 @@ def main_verdict(
                 trace_info=trace_info,
                 run_settings=run_settings,
                 schedule=schedule,
+                steady=steady,
             )
         except UserError as exc:  # deploy or probes failed: a failed row, the rest still run
             click.echo(f"pddbench: {scenario.name}: FAILED: {exc}", err=True)
@@ -232,6 +244,8 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
                     TCell(f"{p.attainment:.1%} [{p.attainment_low:.1%}, {p.attainment_high:.1%}]"),
                     TCell(p.excluded or "no"),
                     TCell(_settled(p)),
+                    TCell(_turn0(p)),
+                    TCell(_bins(p)),
                 )
             )
     return Table(
@@ -247,13 +261,41 @@ def points_table(ladders: list[LadderVerdict]) -> Table:
             "SLA attainment [interval]",
             "excluded",
             "servers after the point",
+            "turn 0: planned / measured / window",
+            f"hit bins % ({' / '.join(MIX_BIN_LABELS)}): planned | measured | window | served",
         ),
         tuple(rows),
-        "Each point replays sessions no earlier point sent; its warm-up is excluded; its "
+        "Each point replays its own stretch of the trace; its warm-up is excluded; its "
         "load scale is chosen so that the trace's schedule plans the rung's offered rate "
         "(closed-loop sessions: the measured offered rate follows the system's pace); "
         "interval: Wilson, the ladder's confidence. Servers after the point: how long they "
         "took to finish its work once its last answer was in; NOT SUSTAINED: still busy "
         "when the wait ended (a relay answers while WAN transfers pile up), a miss whatever "
-        "the attainment, and the next point gets a fresh deployment.",
+        "the attainment, and the next point gets a fresh deployment. Steady-state points "
+        "replay every request of their trace window (sessions in progress continue, caches "
+        "primed from the trace's history): turn-0 share and hit-rate bins of the requests "
+        "the point planned in its measured time and of those it measured (a slow system "
+        "delays later turns past the point's end), with their hit rates in the trace, "
+        "beside the window's own; served: the hit rates the servers reported.",
     )
+
+
+def _mixes(p: LadderPoint) -> list[RequestMix] | None:
+    """A steady point's planned, measured and trace-window mixes (None: a cold point)."""
+    mixes = [p.planned_mix, p.mix, p.trace_mix]
+    return None if any(m is None for m in mixes) else [m for m in mixes if m is not None]
+
+
+def _turn0(p: LadderPoint) -> str:
+    mixes = _mixes(p)
+    return "-" if mixes is None else " / ".join(f"{m.turn0_share:.1%}" for m in mixes)
+
+
+def _bins(p: LadderPoint) -> str:
+    def fmt(shares: list[float] | None) -> str:
+        return "-" if shares is None else " / ".join(f"{100 * x:.1f}" for x in shares)
+
+    mixes = _mixes(p)
+    if mixes is None:
+        return "-"
+    return " | ".join([*(fmt(m.hit_bins) for m in mixes), fmt(p.served_hit_bins)])

@@ -36,6 +36,7 @@ from pddbench.harness.deploy.systems import Readiness, deploy, emulation_problem
 from pddbench.harness.drive.backends import AsyncioBackend, Backend, Drive, ModelBackend
 from pddbench.harness.drive.locust import LocustSettings
 from pddbench.harness.drive.netns import run_in_client_netns
+from pddbench.harness.drive.prime import prime_deployment
 from pddbench.harness.drive.quiesce import Quiet, wait_quiet
 from pddbench.harness.drive.replay import (
     ReplayOutcome,
@@ -77,9 +78,7 @@ class Attached:
         cls, info: DeploymentInfo, client_ns: str | None, label: str, ready: Readiness
     ) -> Attached:
         """A deployment this job brought up (and keeps up across runs)."""
-        return cls(
-            info.front_door, label, client_ns, metrics_targets(info.instances), info, ready
-        )
+        return cls(info.front_door, label, client_ns, metrics_targets(info.instances), info, ready)
 
 
 @dataclass(frozen=True)
@@ -269,12 +268,17 @@ def run_system(
 
     def drive(at: Attached, opts: ReplayOptions, run_plan: ReplayPlan) -> SystemRun:
         def client() -> SystemRun:
-            before = None
             if at.ready is not None:  # healthy from here, prewarmed: once per deployment
                 at.ready()
                 if at.deployment is not None:
                     manifest.deployment = at.deployment.recorded()
-                before = at.ready.wan_bytes()
+            if run_plan.priming is not None:  # a steady point: the history in the caches
+                primed = prime_deployment(at.front_door, run_plan, opts)
+                click.echo(f"pddbench: {at.label}: {primed.describe()}", err=True)
+                if manifest.ladder_point is not None:
+                    manifest.ladder_point.primed = primed.describe()
+            # the WAN's counters around the replay itself (not the priming's messages)
+            before = at.ready.wan_bytes() if at.ready is not None else None
             outcome = backend.drive(
                 Drive(
                     run_plan,

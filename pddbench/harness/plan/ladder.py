@@ -28,10 +28,12 @@ Method (DistServe's goodput: the highest load at which SLA attainment meets its 
   point starts that the ``time_budget_s`` left cannot hold with its warm-up, worst-case
   draining (``request_limit_s``) and reading (a point may be shortened to fit, never below
   ``point_s``); each point's real wall time is what is spent.
-* **Independent points**: point ``k`` replays the task groups that *start* in the trace
-  window after point ``k − 1``'s (:func:`point_windows` walks on through the trace), so no
-  point sends a session an earlier point sent and no cache is warmed by an earlier
-  point's prompts beyond what different sessions share anyway (agent system prompts).
+* **Independent points**: point ``k`` replays the trace window after point ``k − 1``'s
+  (:func:`point_windows` walks on through the trace). A steady-state point
+  (:mod:`~pddbench.harness.plan.steady`, the default) replays every request of its window,
+  sessions in progress continuing, its caches primed from the trace's history in its own
+  prompt namespaces, never from an earlier point's prompts; a cold one
+  (``LadderSettings.steady = False``) the task groups that *start* in its window.
 * **Warm-up**: requests intended to be sent in a point's first ``warmup_s`` are excluded
   from its figures; how many is recorded.
 * **Intervals**: each point's attainment has a Wilson score interval; the capacity's
@@ -66,15 +68,27 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 from statistics import NormalDist
 
 from pddbench.harness.config.replay import Selection
-from pddbench.harness.plan.ladder_points import LadderSettings, PointWindow, Schedule, _window
+from pddbench.harness.plan.ladder_points import (  # PointHealth, PointMeasure: re-exported
+    LadderSettings,
+    PointHealth,
+    PointMeasure,
+    PointWindow,
+    Schedule,
+    _window,
+)
 from pddbench.harness.plan.ladder_rate import PointPlan, plan_point, scale_for_rate
-from pddbench.harness.rundir.ladder import RECORDED, Basis, LadderPoint, LadderVerdict
+from pddbench.harness.rundir.ladder import (
+    RECORDED,
+    Basis,
+    LadderPoint,
+    LadderVerdict,
+)
 
 CRITERIA = ("ttft", "tpot", "e2e")
+__all__ = ["LadderSearch", "PointHealth", "PointMeasure", "wilson", "window_selection"]
 
 
 def _z(confidence: float) -> float:
@@ -94,68 +108,6 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-@dataclass(frozen=True)
-class PointHealth:
-    """What says whether the harness can stand behind a point."""
-
-    schedule_lag_p99_s: float | None = None
-    scheduler_lost_s: float = 0.0  # servers' modelled time lost beyond the catch-up tolerance
-    emulated: bool = True
-    probes_on: bool = True
-
-    def exclusion(self, settings: LadderSettings) -> str | None:
-        """Why the point must not count (``None``: it counts)."""
-        lag = self.schedule_lag_p99_s
-        if lag is not None and lag > settings.max_lag_p99_s:
-            return (
-                f"schedule lag P99 {lag:.3g} s > {settings.max_lag_p99_s:g} s: the load "
-                "generator could not keep its schedule"
-            )
-        if self.scheduler_lost_s > 0:
-            return (
-                f"the servers' schedulers lost {self.scheduler_lost_s:.3g} s: the emulator "
-                "fell behind"
-            )
-        if self.emulated and not self.probes_on:
-            return "link probes were off: the emulated WAN is unchecked"
-        return None
-
-
-@dataclass(frozen=True)
-class PointMeasure:
-    """What one point measured, warm-up excluded."""
-
-    window: PointWindow
-    requests: int  # measured (after the warm-up)
-    met: int  # of those, meeting the whole SLA
-    met_by: dict[str, int]  # per criterion ("ttft", "tpot", "e2e"): requests meeting it
-    warmup_excluded: int
-    measured_s: float  # wall time the measured requests span
-    offered_rps: float
-    health: PointHealth = field(default_factory=PointHealth)
-    censored: int = 0  # cut at the request limit before their SLA bound: excluded
-    wall_s: float | None = None  # sending + draining, as run (None: the budget's reserve)
-    # the servers' work after the point's last answer (drive.quiesce): how long it took to
-    # finish (None: not watched), and, when it did not finish in the wait, what was left.
-    # A point that leaves a backlog did not sustain its load (its answers came while queues
-    # grew, as relayed requests' WAN transfers can): it misses, whatever its attainment.
-    settle_s: float | None = None
-    backlog: str = ""
-    settled: str = ""  # why nothing was waited on, when known (virtual time: nothing left)
-
-    @property
-    def sustained(self) -> bool:
-        return not self.backlog
-
-    @property
-    def attainment(self) -> float:
-        return self.met / self.requests if self.requests else 0.0
-
-    @property
-    def goodput_rps(self) -> float:
-        return self.met / self.measured_s if self.measured_s > 0 else 0.0
 
 
 class LadderSearch:
@@ -492,6 +444,11 @@ class LadderSearch:
             settle_s=m.settle_s,
             backlog=m.backlog or None,
             settled=m.settled or None,
+            planned_mix=m.planned_mix,
+            mix=m.mix,
+            served_hit_bins=m.served_hit_bins,
+            trace_mix=m.trace_mix,
+            primed_blocks=m.primed_blocks,
         )
 
 

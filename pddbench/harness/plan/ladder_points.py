@@ -1,7 +1,8 @@
 """The load ladder's settings and the points it places in the trace (sans-IO).
 
 Owns :class:`LadderSettings` (rungs, power, time budget, what counts), the default and
-quick ladders, :class:`PointWindow` and how consecutive points walk on through the trace
+quick ladders, :class:`PointWindow`, what a point measured (:class:`PointMeasure`, its
+:class:`PointHealth`) and how consecutive points walk on through the trace
 (:func:`point_windows`, :func:`powered_measure_s`). The rungs are offered request rates
 when the trace's schedule is known (each point's load scale is found for its rate:
 :mod:`pddbench.harness.plan.ladder_rate`), else load scales. The search that runs them, the
@@ -13,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pddbench.harness.rundir.ladder import RequestMix
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,10 @@ class LadderSettings:
     max_load: float | None = None  # None: start × growth^(max_points + 1)
     rate_tolerance: float = 0.05
     rate_iterations: int = 12
+    # steady-state points (:mod:`pddbench.harness.plan.steady`): a point replays every
+    # request of its trace window, sessions in progress continuing, caches primed from the
+    # trace's history; False: the sessions that start in the window, from cold caches
+    steady: bool = True
 
     def __post_init__(self) -> None:
         if not (self.start > 0 and self.growth > 1 and self.max_points >= 1):
@@ -137,12 +144,16 @@ class LadderSettings:
 # A point decides at the 99 % target when its Wilson interval can clear it: with no miss,
 # 381 measured requests put the lower end at 99 % (95 % confidence); with 3 % missed, 17
 # put the upper end below it. So a point measures until the trace's schedule has offered
-# 400 requests after its warm-up (30 s at least, 120 s at most); the ladder x4, x8, x16,
-# x32 brackets the capacity, then two bisection points (fresh stretches of the trace)
-# narrow it. The main job gives every system the same settings and an equal share of its
-# 30 minutes (``time_budget_s`` set there); ``pddbench capacity`` takes these as they are.
+# 400 requests after its warm-up (30 s at least, 120 s at most); four rate rungs, x2 apart,
+# bracket the capacity, then two bisection points (fresh stretches of the trace) narrow it.
+# The first rung is what x1 offers at the origin: a steady point at load x plays 10 × x
+# slices of the window at once, each at the trace's own rate (jan-feb's busiest hour:
+# ~0.4 req/s), so x1 offers 3.9 req/s, as x4 did (3.84) when a point started its sessions
+# at turn 0 (it offered only their first turns): the same rungs as before. The main job
+# gives every system the same settings and an equal share of its 30 minutes
+# (``time_budget_s`` set there); ``pddbench capacity`` takes these as they are.
 DEFAULT_LADDER = LadderSettings(
-    start=4.0,
+    start=1.0,
     growth=2.0,
     max_points=4,
     point_s=30.0,
@@ -195,6 +206,75 @@ class PointWindow:
         return self.warmup_s + self.measure_s
 
 
+@dataclass(frozen=True)
+class PointHealth:
+    """What says whether the harness can stand behind a point."""
+
+    schedule_lag_p99_s: float | None = None
+    scheduler_lost_s: float = 0.0  # servers' modelled time lost beyond the catch-up tolerance
+    emulated: bool = True
+    probes_on: bool = True
+
+    def exclusion(self, settings: LadderSettings) -> str | None:
+        """Why the point must not count (``None``: it counts)."""
+        lag = self.schedule_lag_p99_s
+        if lag is not None and lag > settings.max_lag_p99_s:
+            return (
+                f"schedule lag P99 {lag:.3g} s > {settings.max_lag_p99_s:g} s: the load "
+                "generator could not keep its schedule"
+            )
+        if self.scheduler_lost_s > 0:
+            return (
+                f"the servers' schedulers lost {self.scheduler_lost_s:.3g} s: the emulator "
+                "fell behind"
+            )
+        if self.emulated and not self.probes_on:
+            return "link probes were off: the emulated WAN is unchecked"
+        return None
+
+
+@dataclass(frozen=True)
+class PointMeasure:
+    """What one point measured, warm-up excluded."""
+
+    window: PointWindow
+    requests: int  # measured (after the warm-up)
+    met: int  # of those, meeting the whole SLA
+    met_by: dict[str, int]  # per criterion ("ttft", "tpot", "e2e"): requests meeting it
+    warmup_excluded: int
+    measured_s: float  # wall time the measured requests span
+    offered_rps: float
+    health: PointHealth = field(default_factory=PointHealth)
+    censored: int = 0  # cut at the request limit before their SLA bound: excluded
+    wall_s: float | None = None  # sending + draining, as run (None: the budget's reserve)
+    # the servers' work after the point's last answer (drive.quiesce): how long it took to
+    # finish (None: not watched), and, when it did not finish in the wait, what was left.
+    # A point that leaves a backlog did not sustain its load (its answers came while queues
+    # grew, as relayed requests' WAN transfers can): it misses, whatever its attainment.
+    settle_s: float | None = None
+    backlog: str = ""
+    settled: str = ""  # why nothing was waited on, when known (virtual time: nothing left)
+    # steady-state points: what kind of requests were measured (the trace's hit rates),
+    # the hit rates the servers reported, the trace window's own mix, the primed blocks
+    planned_mix: RequestMix | None = None
+    mix: RequestMix | None = None
+    served_hit_bins: list[float] | None = None
+    trace_mix: RequestMix | None = None
+    primed_blocks: int | None = None
+
+    @property
+    def sustained(self) -> bool:
+        return not self.backlog
+
+    @property
+    def attainment(self) -> float:
+        return self.met / self.requests if self.requests else 0.0
+
+    @property
+    def goodput_rps(self) -> float:
+        return self.met / self.measured_s if self.measured_s > 0 else 0.0
+
+
 def _window(
     settings: LadderSettings,
     index: int,
@@ -205,8 +285,11 @@ def _window(
     bisect: bool = False,
 ) -> PointWindow:
     """At load ``x`` a point sends for ``warmup + measure_s`` wall seconds with arrivals
-    compressed ``base_speedup × x``, so it spans that many times as much of the trace."""
-    span = (settings.warmup_s + measure_s) * base_speedup * load
+    compressed ``base_speedup × x``, so it spans that many times as much of the trace; a
+    steady point measures ``base_speedup × x`` stretches of ``measure_s`` (its slices'
+    warm-ups replay the trace just before each: :mod:`~pddbench.harness.plan.steady`)."""
+    sent = measure_s if settings.steady else settings.warmup_s + measure_s
+    span = sent * base_speedup * load
     return PointWindow(index, load, cursor, span, measure_s, settings.warmup_s, bisect)
 
 

@@ -57,11 +57,23 @@ def plan_point(
 ) -> PointPlan:
     """The point at ``load`` from trace time ``at_s``: powered measured time (at most
     ``cap_s``) and the requests the schedule intends in it."""
-    offsets = sched(at_s, load, settings.send_s)
-    measure = powered_measure_s(settings, offsets)
-    if cap_s is not None:
-        measure = min(measure, cap_s)
-    return PointPlan(load, measure, planned_in(settings, offsets, measure))
+    longest_offsets = sched(at_s, load, settings.send_s)
+    longest = settings.longest_point_s if cap_s is None else min(cap_s, settings.longest_point_s)
+    measure = min(powered_measure_s(settings, longest_offsets), longest)
+
+    def sent_for(measure_s: float) -> Sequence[float]:
+        """The schedule of the point as it will be sent: a steady point's slices are as
+        long as it measures, so sent for less it is not a prefix of the longest one's."""
+        if measure_s >= settings.longest_point_s:
+            return longest_offsets
+        return sched(at_s, load, settings.warmup_s + measure_s)
+
+    for _ in range(4):  # powered on the schedule it will be sent with
+        planned = planned_in(settings, sent_for(measure), measure)
+        if planned >= settings.min_requests or measure >= longest:
+            break
+        measure = min(longest, math.ceil(measure * settings.min_requests / max(1, planned)) + 1)
+    return PointPlan(load, measure, planned_in(settings, sent_for(measure), measure))
 
 
 def scale_for_rate(

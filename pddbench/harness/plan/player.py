@@ -35,6 +35,7 @@ class PlannedRequest:
     input_length: int
     output_length: int
     agent_type: str | None = None  # the trace's agent type, where it has one
+    namespace: int = 0  # prompt namespace (a steady-state point's slice; 0: the trace's)
 
 
 @dataclass(frozen=True)

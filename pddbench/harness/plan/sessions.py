@@ -111,7 +111,7 @@ def plan_requests(
                 row=row,
                 parent_request_id=parent,
                 arrival_s=float(relative),
-                think_time_s=_think_time(
+                think_time_s=think_time(
                     think[row],
                     arrival[row],
                     arrival_of.get(parent) if parent else None,
@@ -126,9 +126,10 @@ def plan_requests(
     return planned
 
 
-def _think_time(
+def think_time(
     trace_think: float, arrival: float, parent_arrival: float | None, policy: ThinkPolicy
 ) -> float:
+    """A turn's wait after its parent completes, under ``policy`` (0 without a parent)."""
     if policy is ThinkPolicy.ZERO or parent_arrival is None:
         return 0.0
     if policy is ThinkPolicy.TRACE and np.isfinite(trace_think):

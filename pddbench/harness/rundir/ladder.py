@@ -12,12 +12,57 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pddbench.errors import UserError, first_problem
 from pddbench.harness.rundir.folder import CAPACITY
+from pddbench.workloads.inspect import bin_index
+from pddbench.workloads.schema import COARSE_HIT_BINS, bin_label
+
+# the hit-rate bins a point's mix is shown in (the trace summary's coarse bins)
+MIX_BINS = COARSE_HIT_BINS
+MIX_BIN_LABELS: tuple[str, ...] = tuple(bin_label(lo, hi) for lo, hi in MIX_BINS)
 
 Basis = Literal["capacity", "load-bounded", "refused"]
+
+
+def hit_bin_shares(hit_rate: np.ndarray) -> list[float]:
+    """Share of requests per :data:`MIX_BINS` bin (fractions; NaN: unknown, left out)."""
+    rate = np.asarray(hit_rate, dtype=np.float64)
+    known = rate[np.isfinite(rate)]
+    counts = np.bincount(bin_index(known, MIX_BINS), minlength=len(MIX_BINS))
+    return [float(c / known.size) if known.size else 0.0 for c in counts]
+
+
+class RequestMix(BaseModel):
+    """What kind of requests a set is: its turn-0 share and its shares per hit-rate bin
+    (:data:`MIX_BINS`, the trace summary's coarse bins, by the inspect module's rule)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests: int
+    turn0_share: float  # of requests, in [0, 1]
+    hit_bins: list[float]  # share of requests per MIX_BINS bin (unknown hit rates left out)
+
+    @classmethod
+    def of(cls, turns: np.ndarray, hit_rate: np.ndarray) -> RequestMix:
+        """The mix of requests with these turn indices and hit rates (fractions; NaN:
+        unknown, left out of the bins' denominator)."""
+        turns = np.asarray(turns)
+        n = int(turns.size)
+        return cls(
+            requests=n,
+            turn0_share=float(np.mean(turns == 0)) if n else 0.0,
+            hit_bins=hit_bin_shares(hit_rate),
+        )
+
+    def text(self) -> str:
+        """``"turn 0 2.7 %, hit <50 % 4.0 / 50-90 % 16.4 / ..."``."""
+        bins = " / ".join(
+            f"{lab} {share:.1%}" for lab, share in zip(MIX_BIN_LABELS, self.hit_bins, strict=True)
+        )
+        return f"turn 0 {self.turn0_share:.1%}; hit {bins}"
 
 
 class LadderPoint(BaseModel):
@@ -53,6 +98,13 @@ class LadderPoint(BaseModel):
     settle_s: float | None = None  # the servers' work after the last answer took this long
     backlog: str | None = None  # still busy after the wait: the load was not sustained
     settled: str | None = None  # why nothing was waited on (virtual time: the twin finished)
+    # steady-state points: the measured requests' mix (their trace hit rates), the served
+    # hit rates (the servers' reported cached tokens) and the trace window's own mix
+    planned_mix: RequestMix | None = None  # planned in its measured time
+    mix: RequestMix | None = None  # measured (intended in its measured time, sent)
+    served_hit_bins: list[float] | None = None
+    trace_mix: RequestMix | None = None
+    primed_blocks: int | None = None  # trace blocks the caches were primed with
 
     def label(self) -> str:
         """``"x16"`` (load rungs) or ``"7.68 req/s (x16.3)"`` (rate rungs: planned rate)."""

@@ -102,6 +102,8 @@ class LadderPointInfo(Section):
     backlog: str = ""
     redeployed: str = ""
     settled: str = ""
+    # a steady-state point: what its caches were primed with before it ("": not primed)
+    primed: str = ""
 
 
 class RunManifest(RunCounts):
