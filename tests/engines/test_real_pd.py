@@ -5,9 +5,9 @@ real-engine deployments — ``vllm-cpu-same-dc-pd``, ``vllm-cpu-cross-dc-pd`` an
 ``vllm-cpu-pdd`` — over the emulated WAN where this machine can emulate it (root), then
 the checks a PD engineer makes: every request completes; PDD takes both pipelines and
 hands off with Extend-Decode; the WAN bytes the emulated link carried in its bulk class
-agree with the connector's own count; a later turn ships only its suffix; and, on a
-second deployment of ``vllm-cpu-pdd``, greedy decoding through the deployment equals a
-colocated instance's for the same prompts.
+agree with the connector's own count; a later turn ships only its suffix; then, on a
+fresh deployment of each, greedy decoding through the deployment equals a colocated
+instance's for the same prompts; and MD killed mid-transfer fails only what it held.
 
 Skip with ``PDDBENCH_SKIP_REAL_ENGINES=1`` or a ``PDDBENCH_REAL_ENGINES`` without vllm.
 """
@@ -168,15 +168,16 @@ def test_a_later_turn_ships_only_its_suffix(pd_runs: dict[str, PdRun]) -> None:
     assert (first.wan_bytes <= blocks * BLOCK * KV_BYTES_PER_TOKEN).all()
 
 
-def test_greedy_decoding_through_pdd_equals_a_colocated_instance(
-    ci_trace: Path, tmp_path: Path
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_greedy_decoding_through_the_deployment_equals_a_colocated_instance(
+    ci_trace: Path, tmp_path: Path, name: str
 ) -> None:
     from pddbench.harness.deploy.systems import deploy
     from pddbench.harness.drive.netns import run_in_client_netns
     from pddbench.harness.rundir.folder import RunPaths
 
     install("vllm", log=lambda line: print(f"[vllm] {line}", flush=True))
-    scenario = load_scenario("vllm-cpu-pdd")
+    scenario = load_scenario(name)
     cases = greedy_cases(ci_trace, 20, 24, 32000, 1000)
     paths = RunPaths(tmp_path / "greedy")
     paths.logs.mkdir(parents=True)
@@ -184,15 +185,8 @@ def test_greedy_decoding_through_pdd_equals_a_colocated_instance(
 
         def client():  # type: ignore[no-untyped-def]
             ready()
-            return asyncio.run(
-                compare(
-                    scenario.name,
-                    info.front_door,
-                    info.instances["p0"],
-                    "pddbench-tiny-llama",
-                    cases,
-                )
-            )
+            front, ref = info.front_door, info.instances["p0"]
+            return asyncio.run(compare(name, front, ref, "pddbench-tiny-llama", cases))
 
         summary = run_in_client_netns(ns, client)
     for line in summary.lines():

@@ -13,22 +13,16 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from pddbench.harness.engines.kvtcp.node import ask
 from pddbench.harness.engines.kvtcp.wire import Kind, WireError, block_keys
+from pddbench.harness.engines.pdfront_core import Front, Member, UpstreamError
 from pddbench.servers.routing import Pipeline
 from pddbench.servers.story import RequestStory
-
-if TYPE_CHECKING:
-    from pddbench.harness.engines.pdfront import Front, Member
-
-
-class UpstreamError(Exception):
-    """A member failed (refused, died, answered an error): the request fails, in one line."""
 
 
 class RequestRun:
