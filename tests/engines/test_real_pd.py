@@ -256,3 +256,51 @@ def test_md_killed_mid_transfer_fails_only_its_requests_and_pdd_carries_on(
     after = df[df.actual_send_s > kill_s + 1.0]
     carried = after[(after.status == "ok") & (after.pipeline == "P->RLD")]
     assert len(carried) >= 1, "the front door did not carry on without MD"
+
+
+OUTAGE = """
+[[network.schedule.events]]  # the WAN down for 5 s while requests and KV are crossing it
+at_s = 10.0
+link = "wan"
+changes = { up = false }
+[[network.schedule.events]]
+at_s = 15.0
+link = "wan"
+changes = { up = true }
+"""
+
+
+def test_wan_down_for_5_s_delays_requests_but_loses_none(ci_trace: Path, tmp_path: Path) -> None:
+    """Cross-DC PD with the WAN down 5 s mid-run: every request has a record, none outlives
+    the request limit, a failure (if any) has a class, requests caught by the outage finish
+    after it, and the report draws the outage."""
+    if not EMULATED:
+        pytest.skip("needs the emulated WAN (root)")
+    install("vllm", log=lambda line: print(f"[vllm] {line}", flush=True))
+    text = (ROOT / "pddbench/scenarios/vllm-cpu-cross-dc-pd.toml").read_text()
+    scenario = tmp_path / "wan-down.toml"
+    scenario.write_text(text.replace('name = "vllm-cpu-cross-dc-pd"', 'name = "wan-down"') + OUTAGE)
+    out = tmp_path / "out"
+    limit_s = 60.0
+    res = subprocess.run(
+        [*PDDBENCH, "replay", "--trace", str(ci_trace), "--scenario", str(scenario),
+         "--speedup", "4", "--timeout", f"{limit_s:g}s", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    df = pq.read_table(folder / "requests.parquet").to_pandas()
+    links = pq.read_table(folder / "links.parquet").to_pandas()
+    changes = links[links.kind == "change"]
+    down = changes[changes.up == False]  # noqa: E712 - a column of booleans
+    print(f"[WAN down] {df.status.value_counts().to_dict()}; changes:\n{changes[['t_mono', 'up']]}")
+    assert len(df) == 41, res.stderr[-2000:]
+    assert len(down) >= 1
+    assert ((df.end_s - df.actual_send_s) <= limit_s + 5).all()
+    failed = df[df.status != "ok"]
+    assert failed.error_class.notna().all()
+    origin = json.loads((folder / "manifest.json").read_text())["clock"]["origin_monotonic_s"]
+    t_down = float(down.t_mono.min()) - origin
+    caught = df[(df.status == "ok") & (df.actual_send_s < t_down + 5) & (df.end_s > t_down + 5)]
+    assert len(caught) >= 1, "no request spanned the outage and finished after it"
+    page = next(out.glob("report-*.html")).read_text()
+    assert "the direction was down" in page

@@ -28,6 +28,22 @@ def _steps(rows: list[dict[str, Any]], key: str, end: float) -> tuple[list[float
     return xs, ys
 
 
+def _down_spans(rows: list[dict[str, Any]], end: float) -> list[tuple[float, float]]:
+    """(start, stop) of each stretch a direction was down (``up`` false), from its
+    time-ordered state rows; one still down at the end lasts to ``end``."""
+    spans: list[tuple[float, float]] = []
+    since: float | None = None
+    for r in rows:
+        if r.get("up") is False and since is None:
+            since = r["t_s"]
+        elif r.get("up") is not False and since is not None:
+            spans.append((since, r["t_s"]))
+            since = None
+    if since is not None:
+        spans.append((since, max(end, since)))
+    return spans
+
+
 def ttft_timeline(report: Report) -> FigureOut | None:
     runs = [r for r in report.runs if r.series.ttft_timeline is not None]
     runs = [r for r in runs if r.series.ttft_timeline.x.size]
@@ -75,6 +91,8 @@ def ttft_timeline(report: Report) -> FigureOut | None:
                             ls=("-", "--", ":")[i % 3],
                             label=f"{run.label}: {name}",
                         )
+                    for start, stop in _down_spans(rows, end):
+                        low.axvspan(start, stop, color="#b42318", alpha=0.15, lw=0)
                     for r in rows:
                         if r.get("loss_pct"):
                             low.axvline(r["t_s"], color="#b42318", lw=0.8, ls=":")
@@ -90,7 +108,8 @@ def ttft_timeline(report: Report) -> FigureOut | None:
             + (
                 "; below, each emulated WAN direction's line rate over the same time (the"
                 " run's [network.schedule], from links.parquet; configured, unscaled rates)."
-                " Dotted red: a loss change; dash-dot grey: a cross-traffic flow starts."
+                " Dotted red: a loss change; dash-dot grey: a cross-traffic flow starts; shaded"
+            " red: the direction was down."
                 if changed
                 else "; no run had a WAN schedule."
             )
