@@ -135,9 +135,11 @@ class Front:
         self.down.discard(m.name)
 
     def pick(self, role: str, hashes: list[int]) -> tuple[Member, int]:
-        members = {m.name: m for m in self.up(role)}
+        # none up: try them anyway (a transient failure must not refuse every request
+        # until the next probe; a role with no alternative has nothing better to do)
+        members = {m.name: m for m in (self.up(role) or self.cfg.of(role))}
         if not members:
-            raise UpstreamError(f"no {role} instance up")
+            raise UpstreamError(f"no {role} instance")
         loads = {n: float(self.loads[n]) for n in members}
         matched = {n: self.affinity.match(n, hashes) for n in members}
         name = choose_instance(loads, matched, len(hashes), SelectionPolicy())

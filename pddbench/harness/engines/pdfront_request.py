@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 from aiohttp import web
@@ -249,14 +249,31 @@ class RequestRun:
 
     @contextlib.asynccontextmanager
     async def _request(self, m: Member, body: dict) -> AsyncIterator[aiohttp.ClientResponse]:
-        """A POST to ``m``; a connection that fails or drops marks ``m`` down."""
+        """A POST to ``m``; a connection that fails or drops marks ``m`` down. A pooled
+        connection the server had already closed (disconnected before any answer) is
+        tried once more on a fresh one: nothing of the request was served."""
         assert self.front.session is not None
+        url = f"http://{m.http}/v1/completions"
+        resp: aiohttp.ClientResponse | None = None
+        for attempt in (0, 1):
+            try:
+                resp = await self.front.session.post(url, json=body)
+                break
+            except aiohttp.ServerDisconnectedError as exc:
+                if attempt:
+                    self._down(m, exc)
+            except aiohttp.ClientConnectionError as exc:
+                self._down(m, exc)
+        assert resp is not None
         try:
-            async with self.front.session.post(f"http://{m.http}/v1/completions", json=body) as r:
-                yield r
+            async with resp:
+                yield resp
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            self.front.mark_down(m)
-            raise UpstreamError(f"{m.name}: {type(exc).__name__}: {exc}") from None
+            self._down(m, exc)
+
+    def _down(self, m: Member, exc: Exception) -> NoReturn:
+        self.front.mark_down(m)
+        raise UpstreamError(f"{m.name}: {type(exc).__name__}: {exc}") from None
 
     # -- the client's side ----------------------------------------------------------------
     async def _open(self) -> web.StreamResponse:
