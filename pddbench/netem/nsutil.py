@@ -213,7 +213,7 @@ def kill_pids(pids: Sequence[int], *, timeout_s: float = 3.0) -> list[int]:
             # Reap our own children; others are reaped by their parent (or init).
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            if _is_alive(pid):
+            if is_alive(pid):
                 still.append(pid)
         alive = still
         if alive:
@@ -221,7 +221,8 @@ def kill_pids(pids: Sequence[int], *, timeout_s: float = 3.0) -> list[int]:
     return alive
 
 
-def _is_alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]

@@ -8,7 +8,8 @@ import sys
 import time
 
 from pddbench.harness.deploy.faults import FaultRun, descendants, kill_tree
-from tests.waiting import process_alive, wait_until
+from pddbench.netem import nsutil
+from tests.waiting import wait_until
 
 # a parent that starts a child and both sleep: an engine with its engine core, in small
 CODE = (
@@ -26,8 +27,8 @@ def test_kill_tree_kills_the_instance_and_its_children_only() -> None:
         (child,) = descendants(parent.pid)
         assert kill_tree(parent.pid) == 2
         parent.wait(timeout=10)
-        wait_until(lambda: not process_alive(child), what="the child gone", timeout_s=10)
-        assert process_alive(bystander.pid) and process_alive(os.getpid())
+        wait_until(lambda: not nsutil.is_alive(child), what="the child gone", timeout_s=10)
+        assert nsutil.is_alive(bystander.pid) and nsutil.is_alive(os.getpid())
     finally:
         for p in (bystander, parent):
             p.kill()
@@ -97,7 +98,7 @@ def test_a_replay_kills_the_instance_its_scenario_names_and_the_report_says_so(
     (fault,) = manifest["deployment"]["faults"]
     assert fault["instance"] == "victim" and fault["processes"] >= 1 and fault["error"] is None
     assert fault["pid"] == manifest["deployment"]["pids"]["victim"]
-    assert not process_alive(fault["pid"])
+    assert not nsutil.is_alive(fault["pid"])
     (html,) = out.glob("report-*.html")
     page = html.read_text()
     assert 'id="fault-banner"' in page and "kill victim at" in page

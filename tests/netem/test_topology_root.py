@@ -28,7 +28,6 @@ from pddbench.netem.steering import all_cpus_mask, read_rps
 from pddbench.netem.tcp import get_congestion, set_congestion
 from pddbench.netem.topology import Topology, guard_client_namespace
 from pddbench.netem.topology_config import NetworkConfig
-from tests.waiting import process_alive
 
 from .conftest import needs_root, new_test_run_id
 
@@ -350,7 +349,7 @@ def test_teardown_removes_everything_even_after_an_error(run_id: str) -> None:
         assert all(nsutil.netns_exists(n) for n in names)
         raise RuntimeError("inside")
     assert nsutil.list_netns(f"pddb{run_id}") == []
-    assert not any(os.path.exists(f"/proc/{p}") and process_alive(p) for p in pids)
+    assert not any(os.path.exists(f"/proc/{p}") and nsutil.is_alive(p) for p in pids)
     assert not os.path.exists(state_path)
     assert our_links_in_root_namespace() == []
 
@@ -383,7 +382,7 @@ def start_owner(run_id: str) -> tuple[subprocess.Popen[str], dict]:
 def wait_dead(pids: list[int], timeout_s: float = 5.0) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        alive = [p for p in pids if process_alive(p)]
+        alive = [p for p in pids if nsutil.is_alive(p)]
         if not alive:
             return []
         time.sleep(0.05)

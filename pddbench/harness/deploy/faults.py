@@ -9,14 +9,14 @@ from ``/proc``; nothing outside the instance's own process tree is touched.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from pddbench.netem import nsutil
 
 
 def descendants(pid: int) -> list[int]:
@@ -42,16 +42,10 @@ def descendants(pid: int) -> list[int]:
 
 def kill_tree(pid: int) -> int:
     """SIGKILL ``pid`` and its descendants (found first: a killed parent's children are
-    re-parented). Returns how many processes were signalled."""
-    victims = [pid, *descendants(pid)]
-    n = 0
-    for p in victims:
-        try:
-            os.kill(p, signal.SIGKILL)
-            n += 1
-        except ProcessLookupError:
-            pass
-    return n
+    re-parented) and wait until they are gone. Returns how many were running."""
+    victims = [p for p in (pid, *descendants(pid)) if nsutil.is_alive(p)]
+    nsutil.kill_pids(victims)
+    return len(victims)
 
 
 @dataclass

@@ -57,6 +57,26 @@ def sglang_finished(chunk: object) -> bool:
     return isinstance(meta, dict) and meta.get("finish_reason") is not None
 
 
+class ChunkList:
+    """A sink for :class:`SseReader` that keeps each parsed chunk as it is (for a proxy or a
+    checker that needs the objects, not a summary); :meth:`take` hands over those read so
+    far."""
+
+    def __init__(self) -> None:
+        self._got: list[dict[str, object]] = []
+        self.chunks = 0
+
+    def feed_openai(self, t: float, chunk: dict[str, object]) -> None:
+        self._got.append(chunk)
+        self.chunks += 1
+
+    feed_sglang = feed_openai
+
+    def take(self) -> list[dict[str, object]]:
+        got, self._got = self._got, []
+        return got
+
+
 class SseReader:
     """Reads the events of one SSE response (sans-IO) and says when to stop reading.
 
@@ -81,7 +101,7 @@ class SseReader:
         "server_error",
     )
 
-    def __init__(self, acc: StreamAccumulator, *, sglang: bool = False):
+    def __init__(self, acc: StreamAccumulator | ChunkList, *, sglang: bool = False):
         self.acc = acc
         self._sglang = sglang
         self._feed = acc.feed_sglang if sglang else acc.feed_openai

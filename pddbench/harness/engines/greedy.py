@@ -15,12 +15,13 @@ then to the reference). Deploying and choosing prompts are the caller's.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
+
+from pddbench.harness.drive.stream_records import ChunkList, SseReader
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -107,17 +108,19 @@ async def _stream(
     async with session.post(url, json=body) as resp:
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
-        async for raw in resp.content:
-            line = raw.strip()
-            if not line.startswith(b"data:") or line == b"data: [DONE]":
-                continue
-            chunk = json.loads(line[5:])
-            if "error" in chunk:
-                raise RuntimeError(str(chunk["error"])[:200])
-            for choice in chunk.get("choices") or []:
-                tokens.extend(choice.get("token_ids") or [])
-            if isinstance(chunk.get("pdd"), dict):
-                story = chunk["pdd"]
+        chunks = ChunkList()
+        reader = SseReader(chunks)
+        async for data in resp.content.iter_any():
+            stop = reader.feed(0.0, data)
+            for chunk in chunks.take():
+                for choice in chunk.get("choices") or []:
+                    tokens.extend(choice.get("token_ids") or [])
+                if isinstance(chunk.get("pdd"), dict):
+                    story = chunk["pdd"]
+            if reader.server_error is not None:
+                raise RuntimeError(reader.server_error[:200])
+            if stop:
+                break
     return tokens, story
 
 

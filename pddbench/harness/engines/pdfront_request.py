@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import aiohttp
 from aiohttp import web
 
+from pddbench.harness.drive.stream_records import ChunkList, SseReader
 from pddbench.harness.engines.kvtcp.node import ask
 from pddbench.harness.engines.kvtcp.wire import Kind, WireError, block_keys
 from pddbench.harness.engines.pdfront_core import Front, Member, UpstreamError
@@ -211,35 +212,40 @@ class RequestRun:
         async with self._request(m, body) as resp:
             if resp.status != 200:
                 raise UpstreamError(f"{m.name}: HTTP {resp.status}: {(await resp.text())[:200]}")
-            async for raw in resp.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]" or (label == "RLD" and self.handing_off):
+            chunks = ChunkList()
+            reader = SseReader(chunks)
+            async for data in resp.content.iter_any():
+                stop = reader.feed(time.monotonic(), data)
+                for chunk in chunks.take():
+                    if label == "RLD" and self.handing_off:
+                        break
+                    await self._relay_chunk(chunk, label, sent)
+                if reader.server_error is not None:
+                    raise UpstreamError(f"{m.name}: {reader.server_error}")
+                if stop or (label == "RLD" and self.handing_off):
                     break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    raise UpstreamError(f"{m.name}: {chunk['error']}")
-                for choice in chunk.get("choices") or []:
-                    ids = choice.get("token_ids") or []
-                    if not ids:
-                        continue
-                    now = time.monotonic()
-                    if not self.tokens:
-                        self.story.first_token = now
-                        self.story.first_token_origin = label
-                    if label == "MD" and self.story.handoff_mode and not self.story.extends:
-                        self.story.extends.append({"start": sent, "end": now})
-                    self.tokens.extend(ids)
-                    self.text.append(choice.get("text") or "")
-                    origin = self.story.tokens_by_origin
-                    origin[label] = origin.get(label, 0) + len(ids)
-                    self.story.last_token = now
-                    self.story.finish_origin = label
-                    await self._emit(ids, choice.get("text") or "")
         if len(self.tokens) < self.max_tokens and not (label == "RLD" and self.handing_off):
             raise UpstreamError(f"{m.name}: stream ended after {len(self.tokens)} tokens")
+
+    async def _relay_chunk(self, chunk: dict[str, Any], label: str, sent: float) -> None:
+        """One upstream chunk's tokens: into the story and on to the client."""
+        for choice in chunk.get("choices") or []:
+            ids = choice.get("token_ids") or []
+            if not ids:
+                continue
+            now = time.monotonic()
+            if not self.tokens:
+                self.story.first_token = now
+                self.story.first_token_origin = label
+            if label == "MD" and self.story.handoff_mode and not self.story.extends:
+                self.story.extends.append({"start": sent, "end": now})
+            self.tokens.extend(ids)
+            self.text.append(choice.get("text") or "")
+            origin = self.story.tokens_by_origin
+            origin[label] = origin.get(label, 0) + len(ids)
+            self.story.last_token = now
+            self.story.finish_origin = label
+            await self._emit(ids, choice.get("text") or "")
 
     async def _post(self, m: Member, body: dict) -> dict:
         async with self._request(m, body) as resp:

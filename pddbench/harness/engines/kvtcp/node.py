@@ -27,6 +27,7 @@ from pddbench.harness.engines.kvtcp.wire import (
     Frame,
     Geometry,
     Kind,
+    PeerClosed,
     WireError,
     block_keys,
     recv,
@@ -123,9 +124,10 @@ class KvNode:
             while True:
                 try:
                     frame = recv(sock)
+                except PeerClosed:
+                    return
                 except WireError as exc:
-                    if "after 0 of" not in str(exc):  # a peer that closed between frames
-                        log.warning("KV connection refused: %s", exc)
+                    log.warning("KV connection refused: %s", exc)
                     return
                 if frame.kind is Kind.OFFER:
                     if not self._receive(sock, frame):

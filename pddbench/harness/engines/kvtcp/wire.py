@@ -47,6 +47,10 @@ class WireError(Exception):
     """A frame that is malformed, truncated, too large or of an unexpected kind."""
 
 
+class PeerClosed(WireError):
+    """The peer closed the connection between frames (not inside one): an orderly end."""
+
+
 @dataclass(frozen=True)
 class Frame:
     kind: Kind
@@ -136,7 +140,11 @@ def recv_exact(sock: socket.socket, n: int) -> bytearray:
 
 def recv(sock: socket.socket, expect: tuple[Kind, ...] | None = None) -> Frame:
     """Read one frame; ``expect``: the kinds allowed here (an ERROR frame raises its reason)."""
-    kind, head_len, payload_len = parse_prefix(bytes(recv_exact(sock, FRAME.size)))
+    first = sock.recv(1)
+    if not first:
+        raise PeerClosed("the peer closed the connection")
+    prefix = first + bytes(recv_exact(sock, FRAME.size - 1))
+    kind, head_len, payload_len = parse_prefix(prefix)
     header = parse_header(bytes(recv_exact(sock, head_len)))
     payload = recv_exact(sock, payload_len) if payload_len else bytearray()
     if kind is Kind.ERROR and (expect is None or Kind.ERROR not in expect):
