@@ -1,0 +1,137 @@
+"""The file form of the main job's verdict (``main_verdict.json``): each system at its best
+equal-cost deployment, its capacity on the twin and in emulation, its BCR against the
+baseline, and the resource that binds it.
+
+Owns :class:`SystemVerdict`, :class:`MainVerdict`, the verdict sentence the report opens
+with (:meth:`MainVerdict.sentence`), and the way across the disk boundary
+(:meth:`MainVerdict.save` into a run folder, :func:`read_main_verdict`). The main job
+(:mod:`pddbench.harness.jobs.main_job`) fills them; the reports read them through
+:mod:`pddbench.harness.analysis.rundir`. Decides nothing: figures arrive computed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pddbench.errors import UserError, first_problem
+
+MAIN_VERDICT = "main_verdict.json"
+
+Agreement = Literal["agree", "disagree", "unknown"]
+Source = Literal["sized", "built-in"]
+
+
+def _pct(x: float) -> str:
+    return f"{(x - 1.0) * 100:+.0f} %"
+
+
+class SystemVerdict(BaseModel):
+    """One system's row of the verdict (the report JSON's ``main_verdict.systems``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: str  # the scenario's name
+    deployment: str  # e.g. "P 3 x 20 h800-sxm + D 2 x 14 h800-sxm"
+    source: Source  # chosen by the sizing search, or the scenario's own split
+    cost: float  # in the budget's currency
+    cost_text: str = ""
+    twin_capacity: float | None = None  # req/s meeting the SLA, virtual time
+    twin_low: float | None = None
+    twin_high: float | None = None  # None: open above
+    emulated_basis: str = "not run"  # capacity | load-bounded | refused | failed | not run
+    emulated_capacity: float | None = None  # req/s meeting the SLA, emulated
+    emulated_low: float | None = None
+    emulated_high: float | None = None  # None: open above
+    agreement: Agreement = "unknown"  # the twin's capacity inside the emulated interval?
+    agreement_text: str = ""
+    bcr: float | None = None  # emulated capacity goodput / cost (capacity basis only)
+    bcr_ratio: float | None = None  # BCR / the baseline's BCR (1.0: equal)
+    bcr_ratio_low: float | None = None
+    bcr_ratio_high: float | None = None
+    binding: str = "unknown"  # prefill | decode TPOT | WAN | relay KV room | memory | ...
+    binding_detail: str = ""
+    reason: str = ""  # why a figure is missing
+
+    def capacity_text(self) -> str:
+        """The emulated capacity with its interval, or its basis when there is none."""
+        if self.emulated_capacity is None:
+            return self.emulated_basis + (f": {self.reason}" if self.reason else "")
+        lo = "-" if self.emulated_low is None else f"{self.emulated_low:.3g}"
+        hi = "open" if self.emulated_high is None else f"{self.emulated_high:.3g}"
+        label = "" if self.emulated_basis == "capacity" else f" ({self.emulated_basis})"
+        return f"{self.emulated_capacity:.3g} [{lo}, {hi}]{label}"
+
+    def ratio_text(self) -> str:
+        """The BCR ratio to the baseline as a percentage difference with its interval."""
+        if self.bcr_ratio is None:
+            return "-"
+        lo = "?" if self.bcr_ratio_low is None else _pct(self.bcr_ratio_low)
+        hi = "open" if self.bcr_ratio_high is None else _pct(self.bcr_ratio_high)
+        return f"{_pct(self.bcr_ratio)} [{lo}, {hi}]"
+
+
+class MainVerdict(BaseModel):
+    """The main job's verdict: every system at ``budget``, one SLA, one emulation scale."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: float  # the equal cost every system is sized to (the baseline's)
+    currency: str = "A-equivalent"
+    baseline: str  # the system the BCR ratios are against
+    sla_text: str  # e.g. "TTFT <= 5 s, TPOT <= 30 ms, 99 % of requests"
+    emulation: str = ""  # e.g. "emulated WAN, scale 1/100 for every system"
+    quick: bool = False  # --quick: wider intervals traded for time
+    wall_s: float | None = None
+    systems: list[SystemVerdict]
+    notes: list[str] = []  # labels the page must carry (a disagreement, a refused system)
+
+    def row(self, system: str) -> SystemVerdict | None:
+        return next((s for s in self.systems if s.system == system), None)
+
+    def sentence(self) -> str:
+        """The verdict in words, the first thing the report says."""
+        base = self.row(self.baseline)
+        head = f"At equal cost ({self.budget:g} A-eq.) and one SLA ({self.sla_text})"
+        parts = []
+        for s in self.systems:
+            if s.system == self.baseline:
+                continue
+            if s.bcr_ratio is None:
+                parts.append(
+                    f"{s.system} has no BCR against {self.baseline} "
+                    f"({s.reason or s.emulated_basis})"
+                )
+                continue
+            lo = "?" if s.bcr_ratio_low is None else _pct(s.bcr_ratio_low)
+            hi = "open" if s.bcr_ratio_high is None else _pct(s.bcr_ratio_high)
+            parts.append(
+                f"{s.system} delivers {_pct(s.bcr_ratio)} [{lo}, {hi}] goodput per unit "
+                f"cost against {self.baseline}, bound by {s.binding}"
+            )
+        if not parts:
+            return f"{head}: no system could be compared with {self.baseline}."
+        tail = f" ({self.baseline}: bound by {base.binding})" if base is not None else ""
+        return f"{head}, " + "; ".join(parts) + tail + "."
+
+    def save(self, folder: str | Path) -> Path:
+        """Write ``<folder>/main_verdict.json``; its path."""
+        path = Path(folder) / MAIN_VERDICT
+        path.write_text(self.model_dump_json(indent=2))
+        return path
+
+
+def read_main_verdict(path: Path) -> MainVerdict | None:
+    """The main verdict in ``path`` (None: no such file); :class:`UserError` naming the
+    file when it is unreadable."""
+    if not path.exists():
+        return None
+    try:
+        return MainVerdict.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    except ValidationError as exc:
+        loc, msg = first_problem(exc)
+        raise UserError(f"{path}: {loc}: {msg}") from None
