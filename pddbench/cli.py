@@ -64,6 +64,7 @@ def trace() -> None:
         "scenario": "pddbench.harness.cli.scenario:scenario",
         "report": "pddbench.harness.cli.report:report_command",
         "capacity": "pddbench.harness.cli.capacity:capacity",
+        "size": "pddbench.harness.cli.size:size",
         "nightly": "pddbench.harness.cli.nightly:nightly",
         "engines": "pddbench.harness.cli.engines:engines",
         "regress": "pddbench.harness.cli.report:regress_command",

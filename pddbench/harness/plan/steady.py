@@ -185,6 +185,19 @@ class SteadyIndex:
         hits = self.first_seen.leading(pos, pos)
         return RequestMix.of(self._col_np(Col.TURN_INDEX)[pos], self._rate(pos, hits))
 
+    def window_requests(
+        self, start_s: float, duration_s: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Input tokens, trace hit rates (fractions) and output tokens of the trace's
+        requests in the window (what the sizing search's bounds price)."""
+        pos = self._between(start_s, start_s + duration_s)
+        hits = self.first_seen.leading(pos, pos)
+        return (
+            self._col_np(Col.INPUT_LENGTH)[pos],
+            self._rate(pos, hits),
+            self._col_np(Col.OUTPUT_LENGTH)[pos],
+        )
+
     def _col_np(self, col: str) -> np.ndarray:
         return self._ordered.column(col).to_numpy(zero_copy_only=False)
 

@@ -1,0 +1,173 @@
+"""The sizing search: a system's best deployment at a budget, measured on the twin.
+
+Prices every candidate of the scenario's template within the budget with the compute
+model (:mod:`~pddbench.harness.sizing.rank`), walks the virtual-time twin's capacity
+ladder (:func:`~pddbench.harness.jobs.ladder.run_ladder` with the virtual backend: the
+same servers' decision code, the same steady points as an emulated walk) for the best
+``top`` and for the scenario's own deployment, reads the binding resource at each walk's
+lowest missed point (:mod:`~pddbench.harness.sizing.binding`) and chooses the highest
+twin BCR. Prints progress with an ETA; returns (and saves) a
+:class:`~pddbench.harness.sizing.result.SizingResult`. Decides nothing the ladder, the
+bounds or the ranking decide; chooses only among what they measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+import numpy as np
+
+from pddbench.harness.analysis.rundir import load_run
+from pddbench.harness.config.replay import ReplayOptions
+from pddbench.harness.config.scenario import Scenario
+from pddbench.harness.config.sla import SLA
+from pddbench.harness.jobs.ladder import ladder_origin, run_ladder
+from pddbench.harness.jobs.run_system import RunSettings
+from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
+from pddbench.harness.plan.steady import SteadyIndex
+from pddbench.harness.rundir.ladder import LadderVerdict
+from pddbench.harness.rundir.sections import TraceInfo
+from pddbench.harness.sizing.binding import measured_binding
+from pddbench.harness.sizing.bounds import Decoding, Workload
+from pddbench.harness.sizing.rank import Ranked, shortlist
+from pddbench.harness.sizing.result import SizedRow, SizingResult
+from pddbench.harness.sizing.space import enumerate_candidates, template
+from pddbench.workloads.traceio import Trace
+
+Echo = Callable[[str], None]
+WORKLOAD_WINDOW_S = 3600.0  # the trace time the bounds' means are taken over, from the origin
+
+
+def workload(steady: SteadyIndex, origin_s: float) -> Workload:
+    """The per-request means of the trace's hour from the ladder's origin."""
+    inp, hit, out = steady.window_requests(origin_s, WORKLOAD_WINDOW_S)
+    return Workload.of(inp, hit, out)
+
+
+def decoding(scenario: Scenario, sla: SLA) -> Decoding:
+    dep = scenario.deployment_config
+    return Decoding(
+        tpot_s=sla.tpot_s if sla.tpot_s is not None else 0.05,
+        draft_tokens=dep.speculative.draft_tokens,
+        acceptance=dep.speculative.acceptance,
+        chunk_tokens=dep.scheduler.chunk_tokens,
+        max_batch=dep.scheduler.max_batch,
+    )
+
+
+def size_system(
+    scenario: Scenario,
+    trace: Trace,
+    options: ReplayOptions,
+    settings: LadderSettings,
+    sla: SLA,
+    *,
+    budget: float,
+    top: int,
+    trace_info: TraceInfo,
+    run_settings: RunSettings,
+    steady: SteadyIndex,
+    schedule: Schedule | None = None,
+    echo: Echo = lambda s: click.echo(s, err=True),
+) -> SizingResult:
+    """Size ``scenario`` at ``budget`` (see the module docstring)."""
+    began = time.monotonic()
+    roles, line = template(scenario)
+    w = workload(steady, ladder_origin(trace, options))
+    ranked, own, priced = shortlist(
+        scenario, enumerate_candidates(roles, line, budget), w, decoding(scenario, sla), top
+    )
+    todo: list[tuple[str, Ranked]] = [("sized", r) for r in ranked]
+    if all(r.candidate.shape != own.candidate.shape for r in ranked):
+        todo.append(("built-in", own))
+    echo(
+        f"pddbench: sizing {scenario.name} at {budget:g} A-eq.: {priced} candidates priced "
+        f"({w.text()}); measuring {len(todo)} on the twin"
+    )
+    virtual = dataclasses.replace(run_settings, virtual=True)
+    rows: list[SizedRow] = []
+    for k, (source, r) in enumerate(todo):
+        t0 = time.monotonic()
+        folder = Path(run_settings.out_root) / f"sizing-{scenario.name}" / f"{k}"
+        folder.mkdir(parents=True, exist_ok=True)
+        verdict, folders = run_ladder(
+            r.scenario,
+            trace,
+            options,
+            settings,
+            sla,
+            trace_info=trace_info,
+            run_settings=dataclasses.replace(virtual, out_root=folder),
+            schedule=schedule,
+            steady=steady,
+            echo=lambda s: None,
+        )
+        resource, detail = _binding(verdict, folders, sla)
+        row = _row(source, r, verdict, resource, detail, time.monotonic() - t0)
+        rows.append(row)
+        spent = time.monotonic() - began
+        left = (len(todo) - k - 1) * spent / (k + 1)
+        echo(
+            f"pddbench: sizing {scenario.name}: {k + 1}/{len(todo)} {row.deployment} "
+            f"(cost {row.cost:.4g}): twin {row.capacity_text()} req/s, bound by "
+            f"{row.binding}; {row.wall_s:.0f} s, ETA {left:.0f} s"
+        )
+    best = [i for i, row in enumerate(rows) if row.bcr is not None]
+    chosen = max(best, key=lambda i: (rows[i].bcr, -rows[i].cost)) if best else None
+    return SizingResult(
+        system=scenario.name,
+        budget=budget,
+        workload=w.text(),
+        priced=priced,
+        rows=rows,
+        chosen=chosen,
+        reason="" if best else "no candidate reached a capacity on the twin",
+        wall_s=time.monotonic() - began,
+    )
+
+
+def _row(
+    source: str, r: Ranked, verdict: LadderVerdict, resource: str, detail: str, wall_s: float
+) -> SizedRow:
+    b = r.binding
+    return SizedRow(
+        deployment=r.text(),
+        source=source,
+        cost=r.cost,
+        bound_rps=b.req_per_s,
+        bound_resource=b.resource,
+        bound_detail=f"{b.role}: {b.detail}",
+        basis=verdict.basis,
+        capacity=verdict.capacity_goodput,
+        capacity_low=verdict.capacity_low,
+        capacity_high=verdict.capacity_high,
+        capacity_rps=verdict.capacity_planned_rps,
+        binding=resource,
+        binding_detail=detail,
+        wall_s=wall_s,
+        scenario=r.scenario.model_dump(exclude_unset=True, mode="json"),
+    )
+
+
+def _binding(verdict: LadderVerdict, folders: list[Path], sla: SLA) -> tuple[str, str]:
+    """The binding resource at the walk's lowest missed point."""
+    target = verdict.target_pct / 100.0
+    missed = [
+        (p.planned_rps or p.offered_rps, i)
+        for i, p in enumerate(verdict.points)
+        if p.excluded is None and p.attainment < target and i < len(folders)
+    ]
+    if not missed:
+        return "none reached", f"no point missed the SLA ({verdict.basis})"
+    _, i = min(missed)
+    p = verdict.points[i]
+    records = load_run(folders[i], token_times=False).records
+    intended = records.num["intended_send_s"]
+    end = verdict.warmup_s + (p.measure_s or verdict.point_s)
+    measured = records.sent & ~records.censored & (intended >= verdict.warmup_s) & (intended < end)
+    resource, detail = measured_binding(records, sla, np.asarray(measured))
+    return resource, f"at {p.label()}: {detail}"
