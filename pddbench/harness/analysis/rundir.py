@@ -8,6 +8,7 @@ Owns the checks of a run folder's records — and only reading it (the file name
     <run>/server_metrics.parquet  optional
     <run>/links.parquet           optional (netem.probe.LinkProbe rows)
     <run>/capacity.json           optional (analysis.capacity.CapacityCurve)
+    <run>/main_verdict.json       optional (harness.rundir.main_verdict.MainVerdict)
 
 Only ``request_id``, ``session_id``, ``status`` and ``intended_send_s`` are required in
 ``requests.parquet``; other missing columns read as null. Every problem is one
@@ -16,6 +17,7 @@ Only ``request_id``, ``session_id``, ``status`` and ``intended_send_s`` are requ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -37,6 +39,7 @@ from pddbench.harness.config.cost import CostModel
 from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.ladder import LadderVerdict, read_verdict
+from pddbench.harness.rundir.main_verdict import MainVerdict, read_main_verdict
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.harness.rundir.records import REQUIRED_COLUMNS, latency_columns
 
@@ -52,6 +55,7 @@ class RunData:
     server_metrics: pa.Table | None = None
     capacity: CapacityCurve | None = None
     ladder: LadderVerdict | None = None  # the capacity verdict, when the file holds one
+    main_verdict: MainVerdict | None = None  # the main job's verdict, when it reported here
 
     @property
     def run_id(self) -> str:
@@ -190,4 +194,18 @@ def load_run(folder: str | Path, *, token_times: bool = True) -> RunData:
         server_metrics=_optional_table(paths.server_metrics),
         capacity=capacity,
         ladder=ladder,
+        main_verdict=read_main_verdict(paths.main_verdict),
     )
+
+
+def common_main_verdict(runs: Sequence[RunData]) -> MainVerdict | None:
+    """The main job's verdict the run folders carry (it saves one copy into each folder it
+    reports over); None when none does, :class:`UserError` when two folders disagree."""
+    found = [(r.path, r.main_verdict) for r in runs if r.main_verdict is not None]
+    for path, verdict in found[1:]:
+        if verdict != found[0][1]:
+            raise UserError(
+                f"{RunPaths(path).main_verdict} differs from {RunPaths(found[0][0]).main_verdict}:"
+                " these run folders come from different main jobs; report one job's folders"
+            )
+    return found[0][1] if found else None

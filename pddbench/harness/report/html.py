@@ -3,7 +3,9 @@
 Renders :class:`~pddbench.harness.report.sections.Section` objects: figures embedded as
 base64 PNG ``<img>``, tables, run manifests in collapsible ``<details>``. Every piece of
 text from the runs (labels, manifests, error classes) is HTML-escaped. Owns markup and
-style only.
+style only. When the run folders carry the main job's verdict, the page opens with it
+(:func:`verdict_html`: the sentence, ``#verdict-sentence``, then the verdict table and its
+notes), right under the title and the banners.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from html import escape
 from pddbench.harness.report.model import Report
 from pddbench.harness.report.sections import Section
 from pddbench.harness.report.tables import Table
+from pddbench.harness.report.verdict_view import verdict_table
+from pddbench.harness.rundir.main_verdict import MainVerdict
 
 CSS = """
 :root { --fg:#1d232a; --muted:#6b7480; --line:#d9dee4; --bg:#ffffff; --head:#f3f5f7;
@@ -49,6 +53,10 @@ p.banner { background: var(--bad); color: #fff; font-weight: 700; padding: .6em 
 details { margin: 6px 0; border: 1px solid var(--line); border-radius: 4px; padding: 4px 10px; }
 summary { cursor: pointer; font-weight: 600; }
 pre { font-size: 12.5px; overflow-x: auto; background: var(--head); padding: 8px; }
+"""
+VERDICT_CSS = """
+p.verdict { font-size: 20px; line-height: 1.4; font-weight: 600; margin: 14px 0 8px;
+            padding: 12px 16px; background: var(--head); border-left: 5px solid #1f5fa8; }
 """
 
 
@@ -100,14 +108,24 @@ def _section(sec: Section) -> str:
     return "\n".join(parts)
 
 
+def _notes(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    return '<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>"
+
+
+def verdict_html(v: MainVerdict) -> str:
+    """The main verdict block: the sentence, the table per system, the verdict's notes."""
+    return (
+        f'<div id="main-verdict"><p class="verdict" id="verdict-sentence">'
+        f"{escape(v.sentence())}</p>{_table(verdict_table(v))}{_notes(v.notes)}</div>"
+    )
+
+
 def render_html(report: Report, sections: list[Section]) -> str:
     """The whole report as one HTML document."""
     nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in sections)
-    notes = ""
-    if report.notes:
-        notes = (
-            '<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in report.notes) + "</ul>"
-        )
+    notes = _notes(report.notes)
     runs = ", ".join(escape(r.label) for r in report.runs)
     wan = report.wan_banner()
     banner = f'<p class="banner" id="wan-banner">{escape(wan)}</p>' if wan else ""
@@ -117,23 +135,26 @@ def render_html(report: Report, sections: list[Section]) -> str:
     faults = report.fault_banner()
     if faults:
         banner += f'<p class="banner" id="fault-banner">{escape(faults)}</p>'
+    verdict = report.main_verdict
     head = (
         f"<h1>{escape(report.title)}</h1>{banner}"
+        f"{verdict_html(verdict) if verdict is not None else ''}"
         f'<p class="meta">Runs: {runs}. Baseline: <b>{escape(report.baseline.label)}</b>. '
         f"Generated {escape(report.generated_at)} by pddbench.</p>"
         f'<p class="meta sla">SLA: {escape(report.sla.describe())} '
         f'<span class="meta">({escape(report.sla_source)})</span></p>'
         f"{notes}<nav>{nav}</nav>"
     )
-    return render_document(report.title, head, sections)
+    css = CSS + VERDICT_CSS if verdict is not None else CSS
+    return render_document(report.title, head, sections, css=css)
 
 
-def render_document(title: str, head_html: str, sections: list[Section]) -> str:
+def render_document(title: str, head_html: str, sections: list[Section], *, css: str = CSS) -> str:
     """One self-contained HTML document: ``head_html`` (already escaped) then ``sections``."""
     body = "\n".join(_section(s) for s in sections)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head>"
+        f"<title>{escape(title)}</title><style>{css}</style></head>"
         f"<body><main>{head_html}\n{body}</main></body></html>\n"
     )

@@ -9,13 +9,16 @@ breakdowns{dimension: [{group, requests, share, metrics{tag: {...}}}]}, errors[.
 [... with ``bcr_basis`` and the cost ``breakdown``], ``verdicts`` {label: {basis
 ("capacity" | "load-bounded" | "refused"), goodput, goodput_low, goodput_high, cost,
 cost_text, bcr, load_bounded_bcr, ...}}, ``price_sensitivity`` [...], ``load``
-{scenario: [...]}. Values are in each metric's *base* unit (seconds, fractions,
-bytes) in ``metrics``; NaN is written as null.
+{scenario: [...]}, ``main_verdict`` (the main job's verdict as ``main_verdict.json``
+holds it, plus its ``sentence``; null when the run folders carry none). Values are in
+each metric's *base* unit (seconds, fractions, bytes) in ``metrics``; NaN is written as
+null.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -46,6 +49,14 @@ def metrics_json(ms: MetricSet) -> dict[str, Any]:
             entry["stats"] = {k: _num(v) for k, v in r.dist.as_dict().items()}
         out[r.tag] = entry
     return out
+
+
+def main_verdict_json(report: Report) -> dict[str, Any] | None:
+    """The main verdict's fields (NaN written as null) and its sentence, or None."""
+    v = report.main_verdict
+    if v is None:
+        return None
+    return {**json.loads(v.model_dump_json()), "sentence": v.sentence()}
 
 
 def report_json(report: Report) -> dict[str, Any]:
@@ -102,6 +113,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "time_banner": report.time_banner(),
         "faults": [{"run": label, **f} for label, f in report.faults()],
         "fault_banner": report.fault_banner(),
+        "main_verdict": main_verdict_json(report),
         "emulation": {label: st.model_dump() for label, st in report.emulation.items()},
         "runs": runs,
         "headline": {

@@ -2,6 +2,8 @@
 
 Owns Markdown syntax only: pipe tables (``|`` escaped), figures written to
 ``<report stem>_figures/<name>.png`` and linked relatively, manifests as fenced JSON.
+The main job's verdict, when the run folders carry one, comes first under the title and
+the banners (:func:`verdict_markdown`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 from pddbench.harness.report.model import Report
 from pddbench.harness.report.sections import Section
 from pddbench.harness.report.tables import Table
+from pddbench.harness.report.verdict_view import verdict_table
+from pddbench.harness.rundir.main_verdict import MainVerdict
 
 
 def _md(text: str) -> str:
@@ -42,12 +46,22 @@ def _table(t: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict_markdown(v: MainVerdict) -> list[str]:
+    """The main verdict's lines: the sentence, the table per system, the verdict's notes."""
+    return [
+        f"**Verdict:** {_md(v.sentence())}\n",
+        _table(verdict_table(v)),
+        *[f"> {_md(n)}\n" for n in v.notes],
+    ]
+
+
 def render_markdown(report: Report, sections: list[Section], out: Path) -> str:
     """Markdown text of the report; writes its figures into ``<out stem>_figures/``."""
     banners = [b for b in (report.wan_banner(), report.time_banner(), report.fault_banner()) if b]
     parts = [
         f"# {_md(report.title)}\n",
         *[f"> **{_md(b)}**\n" for b in banners],
+        *(verdict_markdown(report.main_verdict) if report.main_verdict else []),
         f"Runs: {', '.join(_md(r.label) for r in report.runs)}. "
         f"Baseline: **{_md(report.baseline.label)}**. Generated {report.generated_at}.\n",
         f"SLA: **{_md(report.sla.describe())}** ({_md(report.sla_source)})\n",

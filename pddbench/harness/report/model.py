@@ -2,8 +2,9 @@
 
 Owns :func:`build_report`: load run folders, pick the baseline and the one SLA all runs
 are judged by, analyse every run, and derive the comparisons every renderer shows (the
-headline table with deltas against the baseline, the cost/BCR table, the load curves and
-the colours per system). Draws nothing, writes nothing.
+headline table with deltas against the baseline, the cost/BCR table, the load curves, the
+colours per system (:mod:`~.figstyle`'s) and the main job's verdict when the run folders
+carry one). Draws nothing, writes nothing.
 
 Deltas: for metrics whose unit is a fraction (attainment, error rate, shares) the delta
 is a difference in percentage points; for every other metric it is the relative change
@@ -26,7 +27,7 @@ from pddbench.harness.analysis.capacity import CapacityCurve
 from pddbench.harness.analysis.metrics.catalog import CORE_KEYS
 from pddbench.harness.analysis.recordset import HIT_BIN_LABELS
 from pddbench.harness.analysis.registry import Direction, MetricRegistry, default_registry
-from pddbench.harness.analysis.rundir import load_run, read_capacity
+from pddbench.harness.analysis.rundir import common_main_verdict, load_run, read_capacity
 from pddbench.harness.analysis.stats import DEFAULT_PERCENTILES, percentile_key
 from pddbench.harness.analysis.summary import RunAnalysis, analyze_run
 from pddbench.harness.analysis.units import Unit, fmt
@@ -38,7 +39,9 @@ from pddbench.harness.config.cost import (
     relative_bcr,
 )
 from pddbench.harness.config.sla import DEFAULT_SLA, SLA, with_overrides
+from pddbench.harness.report.figstyle import line_styles, system_colors
 from pddbench.harness.rundir.emulation import EmulationStatus
+from pddbench.harness.rundir.main_verdict import MainVerdict
 
 HEADLINE_KEYS: tuple[str, ...] = (
     *CORE_KEYS,
@@ -147,6 +150,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     emulation: dict[str, EmulationStatus] = field(default_factory=dict)  # run label -> status
     virtual: list[str] = field(default_factory=list)  # labels of runs replayed by the twin
+    main_verdict: MainVerdict | None = None  # the main job's, saved into the run folders
 
     @property
     def unemulated(self) -> list[str]:
@@ -366,37 +370,6 @@ def load_curves(runs: Sequence[RunAnalysis]) -> dict[str, list[LoadPoint]]:
     return out
 
 
-def system_colors(runs: Sequence[RunAnalysis]) -> dict[str, str]:
-    """One hue per scenario (system); several runs of one scenario get shades of it."""
-    import seaborn as sns
-    from matplotlib.colors import to_hex
-
-    scenarios = list(dict.fromkeys(r.scenario for r in runs))
-    base = sns.color_palette("colorblind", max(len(scenarios), 1))
-    colors: dict[str, str] = {}
-    for i, scenario in enumerate(scenarios):
-        group = [r for r in runs if r.scenario == scenario]
-        if len(group) == 1:
-            colors[group[0].label] = to_hex(base[i % len(base)])
-        else:
-            shades = sns.dark_palette(base[i % len(base)], len(group) + 2)[2:]
-            for run, shade in zip(group, shades, strict=True):
-                colors[run.label] = to_hex(shade)
-    return colors
-
-
-def line_styles(runs: Sequence[RunAnalysis]) -> dict[str, str]:
-    """Solid for a scenario's first run, then dashed, dotted, dash-dot."""
-    styles = ("-", "--", ":", "-.")
-    seen: dict[str, int] = {}
-    out = {}
-    for run in runs:
-        i = seen.get(run.scenario, 0)
-        seen[run.scenario] = i + 1
-        out[run.label] = styles[i % len(styles)]
-    return out
-
-
 def _unique_labels(runs: list[RunAnalysis]) -> None:
     """Label runs by scenario name when those are distinct, else by run id (disambiguated)."""
     scenarios = [r.scenario for r in runs]
@@ -501,6 +474,7 @@ def build_report(
             for r in runs
             if r.manifest and r.manifest.replay and r.manifest.replay.backend == "virtual"
         ],
+        main_verdict=common_main_verdict(loaded),
     )
 
 

@@ -3,7 +3,8 @@
 A run folder ``<out>/<run-id>/`` holds ``journal.jsonl`` (written while the run goes),
 ``sends.log`` (one line per request sent, as it is sent: :mod:`~.sends`),
 ``requests.parquet`` (finalised from the journal), ``server_metrics.parquet``,
-``links.parquet``, ``capacity.json`` (capacity searches), ``logs/`` and ``manifest.json``
+``links.parquet``, ``capacity.json`` (capacity searches), ``main_verdict.json`` (the main
+job's verdict, :mod:`~.main_verdict`, whose module names it), ``logs/`` and ``manifest.json``
 (:class:`~pddbench.harness.rundir.manifest.RunManifest`: the scenario verbatim, the trace
 file's hash, the command line, versions, seeds, host, link probes and start/end times).
 The file names are defined here once; writers and readers use :class:`RunPaths`.
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pddbench.errors import UserError
+from pddbench.harness.rundir.main_verdict import MAIN_VERDICT
 
 JOURNAL = "journal.jsonl"
 SENDS = "sends.log"
@@ -67,6 +69,10 @@ class RunPaths:
     @property
     def capacity(self) -> Path:
         return self.root / CAPACITY
+
+    @property
+    def main_verdict(self) -> Path:
+        return self.root / MAIN_VERDICT
 
     @property
     def logs(self) -> Path:

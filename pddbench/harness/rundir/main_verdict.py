@@ -28,6 +28,13 @@ def _pct(x: float) -> str:
     return f"{(x - 1.0) * 100:+.0f} %"
 
 
+def _interval(value: float, low: float | None, high: float | None) -> str:
+    """``value [low, high]`` in req/s (``-``: no lower bound, ``open``: none above)."""
+    lo = "-" if low is None else f"{low:.3g}"
+    hi = "open" if high is None else f"{high:.3g}"
+    return f"{value:.3g} [{lo}, {hi}]"
+
+
 class SystemVerdict(BaseModel):
     """One system's row of the verdict (the report JSON's ``main_verdict.systems``)."""
 
@@ -59,10 +66,14 @@ class SystemVerdict(BaseModel):
         """The emulated capacity with its interval, or its basis when there is none."""
         if self.emulated_capacity is None:
             return self.emulated_basis + (f": {self.reason}" if self.reason else "")
-        lo = "-" if self.emulated_low is None else f"{self.emulated_low:.3g}"
-        hi = "open" if self.emulated_high is None else f"{self.emulated_high:.3g}"
         label = "" if self.emulated_basis == "capacity" else f" ({self.emulated_basis})"
-        return f"{self.emulated_capacity:.3g} [{lo}, {hi}]{label}"
+        return _interval(self.emulated_capacity, self.emulated_low, self.emulated_high) + label
+
+    def twin_text(self) -> str:
+        """The twin's capacity with its interval ("-" when the twin gave none)."""
+        if self.twin_capacity is None:
+            return "-"
+        return _interval(self.twin_capacity, self.twin_low, self.twin_high)
 
     def ratio_text(self) -> str:
         """The BCR ratio to the baseline as a percentage difference with its interval."""
