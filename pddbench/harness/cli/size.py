@@ -5,7 +5,7 @@ chips per role, chips that hold the weights), prunes them with the compute model
 bounds, walks the virtual-time twin's capacity ladder for the best ``--top`` and the
 scenario's own deployment, and prints per system: deployment, cost, the model's bound,
 the twin's capacity [interval], BCR, the binding resource, and the chosen one. Parses the
-options and calls :func:`pddbench.harness.jobs.size.size_job`.
+options and calls :func:`pddbench.harness.jobs.size_job.size_job`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def size(
     **kw: object,
 ) -> None:
     """Each system's best deployment at an equal cost, measured on the virtual-time twin."""
-    from pddbench.harness.jobs.size import size_job
+    from pddbench.harness.jobs.size_job import size_job
 
     size_job(
         trace_path=trace_path,

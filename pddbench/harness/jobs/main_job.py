@@ -10,12 +10,19 @@ a **load-bounded** ratio that is never shown as the BCR. The report over the
 common-load runs carries each system's verdict (HTML, Markdown, JSON); the verdict table
 is printed last. Decides nothing the ladder or :mod:`pddbench.harness.analysis.verdict`
 does not; owns the main job's ladder settings and the printed table.
+
+Before the walks, every system is sized at the baseline's cost on the virtual-time twin
+(:mod:`pddbench.harness.jobs.equal_cost`): each walks its chosen deployment, its first
+rung placed below the twin's capacity, and the job ends with the equal-cost verdict
+(``main_verdict.json`` in every reported run folder: the report's first screen).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from pathlib import Path
 
 import click
 
@@ -25,15 +32,24 @@ from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.config.sla import sla_from_mapping
+from pddbench.harness.config.sla import SLA
+from pddbench.harness.jobs.equal_cost import (
+    MAIN_TOP,
+    chosen_scenario,
+    compose,
+    placed_ladder,
+    system_verdict,
+)
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
+from pddbench.harness.jobs.size import scenario_sla, size_all
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
 from pddbench.harness.plan.ladder_rate import plan_point
 from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.harness.report.markdown import _table as markdown_table
 from pddbench.harness.report.summary import print_comparison
 from pddbench.harness.report.tables import Table, TCell
+from pddbench.harness.report.verdict_view import verdict_table as main_verdict_table
 from pddbench.harness.report.write import Format, write_report
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.ladder import (
@@ -42,7 +58,11 @@ from pddbench.harness.rundir.ladder import (
     LadderVerdict,
     RequestMix,
 )
+from pddbench.harness.rundir.main_verdict import SystemVerdict
 from pddbench.harness.rundir.sections import TraceInfo
+from pddbench.harness.sizing.result import SizedRow, SizingResult
+from pddbench.harness.sizing.search import ladder_binding
+from pddbench.harness.sizing.space import describe
 from pddbench.workloads.traceio import Trace
 
 # The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
@@ -54,10 +74,11 @@ DEPLOY_ALLOWANCE_S = 40.0  # per system: deployment, link probes, teardown (plan
 REPORT_RESERVE_S = 60.0  # the report over the common-load runs, the verdict table
 
 
-def main_ladder(systems: int, *, quick: bool = False) -> LadderSettings:
-    """The ladder every system walks, with its share of the job's time as its budget."""
+def main_ladder(systems: int, *, quick: bool = False, spent_s: float = 0.0) -> LadderSettings:
+    """The ladder every system walks, with its share of the job's time as its budget
+    (``spent_s``: what the job spent before the walks, the sizing)."""
     base = QUICK_LADDER if quick else DEFAULT_LADDER
-    total = QUICK_JOB_BUDGET_S if quick else JOB_BUDGET_S
+    total = (QUICK_JOB_BUDGET_S if quick else JOB_BUDGET_S) - spent_s
     share = (total - REPORT_RESERVE_S) / max(1, systems) - DEPLOY_ALLOWANCE_S
     floor = base.point_cost_s(base.point_s)  # a budget must hold one point
     return dataclasses.replace(base, time_budget_s=max(floor, share))
@@ -106,17 +127,31 @@ def main_verdict(
         f"pddbench: main job: {plan_text(settings, len(scenarios), quick, origin_rps)}",
         err=True,
     )
+    sizing = _size(scenarios, trace, options, trace_info, run_settings, steady, quick)
+    settings = main_ladder(len(scenarios), quick=quick, spent_s=time.monotonic() - began)
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
-    for scenario in scenarios:
-        declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
-        sla = sla_from_mapping(declared, where=f"scenario {scenario.name}")
+    equal: list[SystemVerdict] = []
+    for k, template in enumerate(scenarios):
+        sla = scenario_sla(template)
+        scenario, twin = (
+            chosen_scenario(sizing[k], template) if sizing is not None else (template, None)
+        )
+        twin_rps = (twin.capacity_rps or twin.capacity) if twin is not None else None
+        walk_settings = placed_ladder(settings, origin_rps, twin_rps)
+        if twin is not None:
+            click.echo(
+                f"pddbench: {scenario.name}: walking {twin.deployment} ({twin.source}), "
+                f"{walk_settings.describe_walk(origin_rps)}",
+                err=True,
+            )
+        runs: list[Path] = []
         try:
             ladder, runs = run_ladder(
                 scenario,
                 trace,
                 scenario_options(options, scenario),
-                settings,
+                walk_settings,
                 sla,
                 trace_info=trace_info,
                 run_settings=run_settings,
@@ -134,6 +169,7 @@ def main_verdict(
                 reason=str(exc),
             )
             rows.append((failed, None, None))
+            equal.append(_system_row(scenario, twin, None, runs, sla, reason=str(exc)))
             continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
@@ -141,6 +177,7 @@ def main_verdict(
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
+        equal.append(_system_row(scenario, twin, ladder, runs, sla))
         left = len(scenarios) - len(rows)
         click.echo(
             f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
@@ -148,6 +185,22 @@ def main_verdict(
             f"{left * (DEPLOY_ALLOWANCE_S + settings.budget_s) / 60:.1f} min + the report",
             err=True,
         )
+    main = compose(
+        equal,
+        budget=sizing[0].budget if sizing else equal[0].cost,
+        sla_text=scenario_sla(scenarios[0]).describe(),
+        emulation=(
+            "VIRTUAL TIME (the twin)"
+            if run_settings.virtual
+            else "emulated WAN"
+            if run_settings.emulate
+            else "WAN NOT EMULATED"
+        ),
+        quick=quick,
+        wall_s=time.monotonic() - began,
+    )
+    for run in common:
+        main.save(run.root)
     html = print_comparison(common, run_settings.out_root)
     if html is not None:  # the verdicts, machine-readable (basis, interval, cost, BCR)
         json_out = html.with_suffix(".json")
@@ -155,12 +208,84 @@ def main_verdict(
         click.echo(f"report JSON: {json_out}")
     click.echo(markdown_table(points_table([lad for _, lad, _ in rows if lad is not None])))
     click.echo(markdown_table(verdict_table(rows)))
+    click.echo(markdown_table(main_verdict_table(main)))
+    click.echo(main.sentence())
     click.echo(f"main job: {(time.monotonic() - began) / 60:.1f} min wall time")
     bad = [v.system for v, _, _ in rows if v.basis in ("failed", "refused")]
     if bad:
         click.echo(f"pddbench: no capacity verdict for {', '.join(bad)} (see above)", err=True)
         return 1
     return 0
+
+
+def _size(
+    scenarios: list[Scenario],
+    trace: Trace,
+    options: ReplayOptions,
+    trace_info: TraceInfo,
+    run_settings: RunSettings,
+    steady: SteadyIndex | None,
+    quick: bool,
+) -> list[SizingResult] | None:
+    """Every system sized at the baseline's cost on the twin (None: it could not be:
+    said in one line; the systems walk their own deployments)."""
+    cost = scenarios[0].cost_model
+    if cost is None or steady is None or any(not s.is_reference for s in scenarios):
+        click.echo(
+            "pddbench: main job: no sizing (needs reference scenarios with [cost] and "
+            "steady points)",
+            err=True,
+        )
+        return None
+    click.echo(
+        f"pddbench: main job: sizing every system at {scenarios[0].name}'s cost "
+        f"({cost.total:g} A-eq.) on the virtual-time twin",
+        err=True,
+    )
+    try:
+        return size_all(
+            scenarios,
+            trace,
+            options,
+            QUICK_LADDER if quick else DEFAULT_LADDER,
+            budget=cost.total,
+            top=MAIN_TOP,
+            trace_info=trace_info,
+            run_settings=run_settings,
+            steady=steady,
+        )
+    except UserError as exc:
+        click.echo(f"pddbench: main job: no sizing: {exc}", err=True)
+        return None
+
+
+def _system_row(
+    scenario: Scenario,
+    twin: SizedRow | None,
+    ladder: LadderVerdict | None,
+    runs: list[Path],
+    sla: SLA,
+    reason: str = "",
+) -> SystemVerdict:
+    """One system's verdict row: the binding resource from its walk's lowest missed
+    point, else the twin's."""
+    binding = ("unknown", "")
+    if ladder is not None and runs:
+        binding = ladder_binding(ladder, runs, sla)
+    if binding[0] in ("unknown", "none reached") and twin is not None:
+        binding = (twin.binding, f"twin: {twin.binding_detail}")
+    cost = scenario.cost_model
+    return system_verdict(
+        scenario.name,
+        twin.deployment if twin is not None else describe(scenario),
+        twin.source if twin is not None else "built-in",
+        cost.total if cost else math.nan,
+        cost.describe() if cost else "",
+        twin,
+        ladder,
+        binding,
+        reason=reason,
+    )
 
 
 def verdict_table(

@@ -1,28 +1,23 @@
-"""The sizing job (``pddbench size``): each system's best deployment at a budget.
+"""Sizing every system of a job at one budget (``pddbench size`` and the main job).
 
-Reads and checks the inputs, bounds a long trace to the ladder's default window (the
-busiest hour, as ``capacity`` does), composes the SLA, indexes the steady points once for
-every system and calls :func:`~pddbench.harness.sizing.search.size_system` per scenario;
-prints each system's table and writes ``sizing.json`` per system under ``--out``. Must
-not parse the command line (``cli/size`` does) nor decide what the search decides.
+Composes each system's SLA, indexes the steady points once for every system and calls
+:func:`~pddbench.harness.sizing.search.size_system` per scenario; prints each system's
+table and writes ``sizing.json`` per system under the job's out folder. The command's
+job (inputs, default window) is :mod:`~pddbench.harness.jobs.size_job`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.config.preflight import load_trace
 from pddbench.harness.config.replay import ReplayOptions
-from pddbench.harness.config.scenario import Scenario, load_scenario
+from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.jobs.ladder import trace_schedule
-from pddbench.harness.jobs.replay import trace_manifest
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
-from pddbench.harness.plan.default_window import default_selection
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.harness.report.markdown import _table as markdown_table
@@ -75,57 +70,3 @@ def size_all(
         click.echo(markdown_table(result.table()))
         out.append(result)
     return out
-
-
-def size_job(
-    *,
-    trace_path: Path,
-    scenario_names: list[str],
-    options: ReplayOptions,
-    settings: LadderSettings,
-    budget: float | None,
-    top: int,
-    run_settings: RunSettings,
-) -> list[SizingResult]:
-    """Size each scenario at ``budget`` (None: the first scenario's own cost)."""
-    scenarios = [load_scenario(n) for n in scenario_names]
-    trace = load_trace(trace_path)
-    run_settings = dataclasses.replace(run_settings, virtual=True)
-    run_settings.preflight(scenarios, None, options)
-    if budget is None:
-        cost = scenarios[0].cost_model
-        if cost is None:
-            raise UserError(f"{scenarios[0].name} has no [cost]: give --budget")
-        budget = cost.total
-    options, note = default_selection(trace.table, options, trace.epoch)
-    if note:
-        click.echo(
-            f"pddbench: long trace: sizing measures from the busiest hour (offset "
-            f"{(options.selection.window_start_s or 0) / 3600:.1f} h), base speed-up "
-            f"x{options.selection.speedup:g}",
-            err=True,
-        )
-    options = dataclasses.replace(options, max_duration_s=None)
-    results = size_all(
-        scenarios,
-        trace,
-        options,
-        settings,
-        budget=budget,
-        top=top,
-        trace_info=trace_manifest(trace, trace_path, None),
-        run_settings=run_settings,
-    )
-    for r in results:
-        row = r.chosen_row
-        click.echo(
-            f"{r.system}: "
-            + (
-                f"chosen {row.deployment} (cost {row.cost:.4g}), twin capacity "
-                f"{row.capacity_text()} req/s, bound by {row.binding}"
-                if row
-                else f"nothing chosen: {r.reason}"
-            )
-            + f" ({r.wall_s:.0f} s)"
-        )
-    return results

@@ -106,7 +106,7 @@ def size_system(
             steady=steady,
             echo=lambda s: None,
         )
-        resource, detail = _binding(verdict, folders, sla)
+        resource, detail = ladder_binding(verdict, folders, sla)
         row = _row(source, r, verdict, resource, detail, time.monotonic() - t0)
         rows.append(row)
         spent = time.monotonic() - began
@@ -153,7 +153,7 @@ def _row(
     )
 
 
-def _binding(verdict: LadderVerdict, folders: list[Path], sla: SLA) -> tuple[str, str]:
+def ladder_binding(verdict: LadderVerdict, folders: list[Path], sla: SLA) -> tuple[str, str]:
     """The binding resource at the walk's lowest missed point."""
     target = verdict.target_pct / 100.0
     missed = [
