@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pddbench.harness.jobs.equal_cost import compose, placed_ladder, system_verdict
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER
-from pddbench.harness.rundir.ladder import LadderVerdict
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
 from pddbench.harness.sizing.result import SizedRow
 
 
-def walk(name: str, cap: float | None, lo: float, hi: float | None, basis: str = "capacity"):
+def pts(rows: list[tuple[float, int, int]]) -> list[LadderPoint]:
+    return [
+        LadderPoint(
+            index=i,
+            load_scale=1.0,
+            trace_start_s=0.0,
+            trace_duration_s=1.0,
+            planned_rps=r,
+            requests=n,
+            met=m,
+            met_by={},
+            warmup_excluded=0,
+            attainment=m / n,
+            attainment_low=0.0,
+            attainment_high=1.0,
+            goodput=0.0,
+            offered_rps=r,
+        )
+        for i, (r, m, n) in enumerate(rows)
+    ]
+
+
+def walk(name: str, rows: list[tuple[float, int, int]], basis: str = "capacity") -> LadderVerdict:
     return LadderVerdict(
         system=name,
         target_pct=99.0,
@@ -19,12 +43,9 @@ def walk(name: str, cap: float | None, lo: float, hi: float | None, basis: str =
         point_s=30,
         max_lag_p99_s=0.5,
         loads=[1.0],
-        points=[],
+        points=pts(rows),
         basis=basis,  # type: ignore[arg-type]
         reason="r",
-        capacity_goodput=cap,
-        capacity_low=lo,
-        capacity_high=hi,
     )
 
 
@@ -42,47 +63,42 @@ def twin(cap: float) -> SizedRow:
     )
 
 
+BASE = [(5.0, 4000, 4000), (10.0, 3990, 4000), (12.0, 3800, 4000)]
+PDD = [(4.0, 4000, 4000), (6.0, 3980, 4000), (8.0, 3000, 4000)]
+
+
 def test_ratio_interval_takes_every_corner_and_agreement_reads_the_emulated_interval() -> None:
-    base = system_verdict(
-        "same-dc-pd",
-        "d",
-        "sized",
-        88.0,
-        "",
-        twin(10.0),
-        walk("b", 10.0, 9.0, 11.0),
-        ("prefill", ""),
+    b = system_verdict(
+        "same-dc-pd", "d", "sized", 88.0, "", twin(10.19), walk("b", BASE), ("prefill", "")
     )
-    pdd = system_verdict(
-        "pdd", "d", "sized", 80.0, "", twin(7.0), walk("p", 6.0, 5.0, 6.5), ("decode TPOT", "")
+    p = system_verdict(
+        "pdd", "d", "sized", 80.0, "", twin(3.0), walk("p", PDD), ("decode TPOT", "")
     )
-    v = compose([base, pdd], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
-    row = v.row("pdd")
-    assert row is not None and row.bcr_ratio == pytest.approx((6 / 80) / (10 / 88))
-    assert row.bcr_ratio_low == pytest.approx(5 / 11 * 88 / 80)
-    assert row.bcr_ratio_high == pytest.approx(6.5 / 9 * 88 / 80)
-    assert v.row("same-dc-pd").agreement == "agree"  # type: ignore[union-attr]
+    v = compose([b, p], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
+    row, base = v.row("pdd"), v.row("same-dc-pd")
+    assert row is not None and base is not None
+    cross = math.exp(math.log(10) + 0.0075 / 0.0475 * math.log(1.2))  # 10 -> 12 req/s
+    assert base.emulated_capacity == pytest.approx(cross * 0.99)
+    assert row.bcr == pytest.approx(row.emulated_capacity / 80.0)  # type: ignore[operator]
+    assert row.bcr_ratio == pytest.approx(row.bcr / base.bcr)  # type: ignore[operator]
+    assert row.bcr_ratio_low == pytest.approx(row.emulated_low / base.emulated_high * 88 / 80)  # type: ignore[operator]
+    assert row.bcr_ratio_high == pytest.approx(row.emulated_high / base.emulated_low * 88 / 80)  # type: ignore[operator]
+    assert row.bcr_ratio_low < row.bcr_ratio < row.bcr_ratio_high  # type: ignore[operator]
+    assert base.agreement == "agree"
     assert row.agreement == "disagree" and any("DISAGREE" in n for n in v.notes)
-    assert "pdd delivers -34 % [-50 %, -21 %]" in v.sentence()
+    assert "pdd delivers" in v.sentence() and "bound by decode TPOT" in v.sentence()
 
 
-def test_an_open_interval_or_a_load_bounded_walk_gives_no_closed_ratio() -> None:
-    base = system_verdict(
-        "b", "d", "sized", 88.0, "", None, walk("b", 10.0, 0.0, 11.0), ("prefill", "")
+def test_a_load_bounded_walk_gives_no_bcr_and_says_so() -> None:
+    b = system_verdict("b", "d", "sized", 88.0, "", None, walk("b", BASE), ("prefill", ""))
+    up = [(4.0, 400, 400), (8.0, 400, 400)]
+    lb = system_verdict(
+        "l", "d", "sized", 88.0, "", None, walk("l", up, "load-bounded"), ("none", "")
     )
-    open_ = system_verdict(
-        "o", "d", "sized", 88.0, "", None, walk("o", 6.0, 5.0, None), ("WAN", "")
-    )
-    bounded = system_verdict(
-        "l", "d", "sized", 88.0, "", None, walk("l", 6.0, 0, None, "load-bounded"), ("none", "")
-    )
-    v = compose(
-        [base, open_, bounded], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1
-    )
-    o = v.row("o")
-    assert o is not None and o.bcr_ratio_high is None and o.bcr_ratio_low == pytest.approx(5 / 11)
-    lb = v.row("l")
-    assert lb is not None and lb.bcr is None and lb.bcr_ratio is None
+    v = compose([b, lb], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
+    row = v.row("l")
+    assert row is not None and row.emulated_basis == "load-bounded"
+    assert row.bcr is None and row.bcr_ratio is None
     assert any(n.startswith("l: no BCR (load-bounded") for n in v.notes)
 
 

@@ -16,14 +16,15 @@ import dataclasses
 import math
 
 from pddbench.errors import UserError
+from pddbench.harness.analysis.crossing import METHOD, Crossing, crossing
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.main_verdict import MainVerdict, SystemVerdict
 from pddbench.harness.sizing.result import SizedRow, SizingResult
 
-PLACE_BELOW = 0.75  # the first rung, as a share of the twin's capacity (the next: x growth)
-PLACED_GROWTH = 1.5  # rungs 0.75c, 1.13c, 1.69c: the capacity is bracketed on two rungs
+PLACE_BELOW = 0.8  # the first rung, as a share of the twin's capacity (the next: x growth)
+PLACED_GROWTH = 1.3  # rungs 0.8c, 1.04c, 1.35c: the capacity is bracketed on two rungs
 MAIN_TOP = 3  # candidates per system the main job measures on the twin (time)
 
 
@@ -36,6 +37,11 @@ def chosen_scenario(result: SizingResult, fallback: Scenario) -> tuple[Scenario,
         return Scenario.model_validate(row.scenario), row
     except ValueError as exc:  # written by this run: a defect, said in one line
         raise UserError(f"{fallback.name}: the sized scenario does not load: {exc}") from None
+
+
+def capacity_basis(cross: Crossing) -> str:
+    """A crossing's basis in the verdict's words (capacity | load-bounded | below the walk)."""
+    return "capacity" if cross.basis == "crossing" else cross.basis
 
 
 def placed_ladder(
@@ -74,10 +80,14 @@ def system_verdict(
     reason: str = "",
 ) -> SystemVerdict:
     """One system's row before the ratio to the baseline."""
-    emulated = walk.capacity_goodput if walk is not None else None
-    basis = walk.basis if walk is not None else ("failed" if reason else "not run")
-    lo = walk.capacity_low if walk is not None and walk.basis == "capacity" else None
-    hi = walk.capacity_high if walk is not None and walk.basis == "capacity" else None
+    emulated = lo = hi = None
+    basis = "failed" if reason else "not run"
+    if walk is not None:
+        cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
+        basis = walk.basis if walk.basis == "refused" else capacity_basis(cross)
+        emulated = cross.goodput(cross.rate)
+        if basis == "capacity":
+            lo, hi = cross.goodput(cross.low), cross.goodput(cross.high)
     agreement, text = "unknown", "no emulated capacity or no twin capacity"
     if (
         twin is not None
@@ -145,6 +155,7 @@ def compose(
         for r in out
         if r.agreement == "disagree"
     ]
+    notes.append(f"capacities: {METHOD}")
     notes += [
         f"{r.system}: no BCR ({r.emulated_basis}{': ' + r.reason if r.reason else ''})"
         for r in out

@@ -20,7 +20,6 @@ rung placed below the twin's capacity, and the job ends with the equal-cost verd
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from pathlib import Path
 
@@ -32,18 +31,20 @@ from pddbench.harness.analysis.summary import analyze_run
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.config.sla import SLA
 from pddbench.harness.jobs.equal_cost import (
-    MAIN_TOP,
     chosen_scenario,
     compose,
     placed_ladder,
-    system_verdict,
 )
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
+from pddbench.harness.jobs.main_steps import one_scale, size, system_row, twin_walk
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
-from pddbench.harness.jobs.size import scenario_sla, size_all
-from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER, LadderSettings
+from pddbench.harness.jobs.size import scenario_sla
+from pddbench.harness.plan.ladder_points import (
+    DEFAULT_LADDER,
+    QUICK_LADDER,
+    LadderSettings,
+)
 from pddbench.harness.plan.ladder_rate import plan_point
 from pddbench.harness.plan.steady import SteadyIndex
 from pddbench.harness.report.markdown import _table as markdown_table
@@ -60,9 +61,6 @@ from pddbench.harness.rundir.ladder import (
 )
 from pddbench.harness.rundir.main_verdict import SystemVerdict
 from pddbench.harness.rundir.sections import TraceInfo
-from pddbench.harness.sizing.result import SizedRow, SizingResult
-from pddbench.harness.sizing.search import ladder_binding
-from pddbench.harness.sizing.space import describe
 from pddbench.workloads.traceio import Trace
 
 # The main job's time plan. Every system gets the same ladder settings (equal rate rungs on the
@@ -127,16 +125,18 @@ def main_verdict(
         f"pddbench: main job: {plan_text(settings, len(scenarios), quick, origin_rps)}",
         err=True,
     )
-    sizing = _size(scenarios, trace, options, trace_info, run_settings, steady, quick)
+    sizing = size(scenarios, trace, options, trace_info, run_settings, steady, quick)
     settings = main_ladder(len(scenarios), quick=quick, spent_s=time.monotonic() - began)
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
     equal: list[SystemVerdict] = []
-    for k, template in enumerate(scenarios):
+    chosen = [
+        chosen_scenario(sizing[k], t) if sizing is not None else (t, None)
+        for k, t in enumerate(scenarios)
+    ]
+    chosen = one_scale(chosen, run_settings)
+    for template, (scenario, twin) in zip(scenarios, chosen, strict=True):
         sla = scenario_sla(template)
-        scenario, twin = (
-            chosen_scenario(sizing[k], template) if sizing is not None else (template, None)
-        )
         twin_rps = (twin.capacity_rps or twin.capacity) if twin is not None else None
         walk_settings = placed_ladder(settings, origin_rps, twin_rps)
         if twin is not None:
@@ -145,6 +145,11 @@ def main_verdict(
                 f"{walk_settings.describe_walk(origin_rps)}",
                 err=True,
             )
+            if not run_settings.virtual:  # the twin on the very points the emulation runs
+                twin = twin_walk(
+                    scenario, twin, trace, options, walk_settings, sla, trace_info,
+                    run_settings, steady, schedule,
+                )  # fmt: skip
         runs: list[Path] = []
         try:
             ladder, runs = run_ladder(
@@ -169,7 +174,7 @@ def main_verdict(
                 reason=str(exc),
             )
             rows.append((failed, None, None))
-            equal.append(_system_row(scenario, twin, None, runs, sla, reason=str(exc)))
+            equal.append(system_row(scenario, twin, None, runs, sla, reason=str(exc)))
             continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
@@ -177,7 +182,7 @@ def main_verdict(
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
-        equal.append(_system_row(scenario, twin, ladder, runs, sla))
+        equal.append(system_row(scenario, twin, ladder, runs, sla))
         left = len(scenarios) - len(rows)
         click.echo(
             f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
@@ -216,76 +221,6 @@ def main_verdict(
         click.echo(f"pddbench: no capacity verdict for {', '.join(bad)} (see above)", err=True)
         return 1
     return 0
-
-
-def _size(
-    scenarios: list[Scenario],
-    trace: Trace,
-    options: ReplayOptions,
-    trace_info: TraceInfo,
-    run_settings: RunSettings,
-    steady: SteadyIndex | None,
-    quick: bool,
-) -> list[SizingResult] | None:
-    """Every system sized at the baseline's cost on the twin (None: it could not be:
-    said in one line; the systems walk their own deployments)."""
-    cost = scenarios[0].cost_model
-    if cost is None or steady is None or any(not s.is_reference for s in scenarios):
-        click.echo(
-            "pddbench: main job: no sizing (needs reference scenarios with [cost] and "
-            "steady points)",
-            err=True,
-        )
-        return None
-    click.echo(
-        f"pddbench: main job: sizing every system at {scenarios[0].name}'s cost "
-        f"({cost.total:g} A-eq.) on the virtual-time twin",
-        err=True,
-    )
-    try:
-        return size_all(
-            scenarios,
-            trace,
-            options,
-            QUICK_LADDER if quick else DEFAULT_LADDER,
-            budget=cost.total,
-            top=MAIN_TOP,
-            trace_info=trace_info,
-            run_settings=run_settings,
-            steady=steady,
-        )
-    except UserError as exc:
-        click.echo(f"pddbench: main job: no sizing: {exc}", err=True)
-        return None
-
-
-def _system_row(
-    scenario: Scenario,
-    twin: SizedRow | None,
-    ladder: LadderVerdict | None,
-    runs: list[Path],
-    sla: SLA,
-    reason: str = "",
-) -> SystemVerdict:
-    """One system's verdict row: the binding resource from its walk's lowest missed
-    point, else the twin's."""
-    binding = ("unknown", "")
-    if ladder is not None and runs:
-        binding = ladder_binding(ladder, runs, sla)
-    if binding[0] in ("unknown", "none reached") and twin is not None:
-        binding = (twin.binding, f"twin: {twin.binding_detail}")
-    cost = scenario.cost_model
-    return system_verdict(
-        scenario.name,
-        twin.deployment if twin is not None else describe(scenario),
-        twin.source if twin is not None else "built-in",
-        cost.total if cost else math.nan,
-        cost.describe() if cost else "",
-        twin,
-        ladder,
-        binding,
-        reason=reason,
-    )
 
 
 def verdict_table(

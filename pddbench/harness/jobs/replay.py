@@ -79,8 +79,7 @@ def failure_status(runs: list[RunPaths], *, fail_on_errors: bool) -> int:
             else:  # nothing measured: every request failed or ran past the request limit
                 what = "no request completed"
             click.echo(
-                f"pddbench: {paths.run_id}: {what} ({classes}); "
-                f"error rate {failed / records:.1%}",
+                f"pddbench: {paths.run_id}: {what} ({classes}); error rate {failed / records:.1%}",
                 err=True,
             )
             code = EXIT_FAILED

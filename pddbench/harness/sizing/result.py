@@ -108,6 +108,8 @@ class SizingResult(BaseModel):
             f"{self.priced} candidates priced by the compute model ({self.workload}); the "
             "best per structure were measured on the virtual-time twin's capacity ladder; "
             "chosen: the highest twin BCR (capacity / cost) among those that found a "
-            "capacity. Binding resource: what the requests that missed the SLA at the "
+            "capacity. Twin capacity: SLA goodput where attainment crosses the target "
+            "(interpolated in log rate; interval: bootstrap of the points' met counts). "
+            "Binding resource: what the requests that missed the SLA at the "
             "lowest missed point spent their time on (TPOT misses: decode TPOT).",
         )
