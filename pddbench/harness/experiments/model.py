@@ -94,6 +94,8 @@ class Measurement(BaseModel):
     not_run: str | None = None  # the reason, when nothing was measured
     elapsed_s: float = 0.0
     notes: list[str] = Field(default_factory=list)
+    # named words beside the values (E10: the binding resource read per ladder)
+    facts: dict[str, str] = Field(default_factory=dict)
 
     def value(self, name: str) -> Value:
         for v in self.values:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from html import escape
@@ -25,6 +26,7 @@ from pddbench.harness.experiments.model import (
     Measurement,
     Verdict,
 )
+from pddbench.harness.experiments.run_capacity import bcr_table
 from pddbench.harness.report.figstyle import FigureOut, finish, new_figure, styled
 from pddbench.harness.report.html import render_document
 from pddbench.harness.report.markdown import render_sections_markdown
@@ -80,7 +82,8 @@ def judge_row(exp: Experiment, m: Measurement | None) -> Row:
         detail = result.seen if result.passed else f"{result.seen} — {result.gap}"
         if verdict is Verdict.INCONCLUSIVE:
             shape = "shape seen" if result.passed else "shape not seen"
-            detail = f"WAN not emulated, measured on loopback: {shape}; {detail}"
+            where = "; ".join(m.labels) or "WAN not emulated, measured on loopback"
+            detail = f"{where}: {shape}; {detail}"
     return Row(
         **base,
         measured=measured,
@@ -145,6 +148,9 @@ def _figure(exp: Experiment, m: Measurement) -> FigureOut | None:
 
 
 _CLS = {Verdict.REPRODUCED.value: "better", Verdict.NOT_REPRODUCED.value: "worse"}
+
+# an experiment's own table of its measurement, shown first in its section
+TABLES: dict[str, Callable[[Measurement], Table]] = {"E10": bcr_table}
 
 
 def _summary_table(rows: list[Row]) -> Table:
@@ -215,6 +221,9 @@ def build_sections(out: Path, rows: list[Row], found: dict[str, Measurement]) ->
             ],
         )
         if m is not None:
+            own = TABLES.get(r.id)
+            if own is not None and m.not_run is None:
+                sec.tables.insert(0, own(m))
             fig = _figure(exp, m)
             if fig is not None:
                 sec.figures.append(fig)

@@ -61,15 +61,24 @@ def _why_not(ctx: RunContext) -> str | None:
     return f"{NEEDS_WAN}: {problem}" if problem else None
 
 
+def point_scenario(ctx: RunContext, scenario: str, text: str, point: SweepPoint) -> str:
+    """What ``--scenario`` names at ``point``: the built-in ``scenario`` itself at the base
+    point, else its overridden TOML (``text`` at ``point``) written into
+    ``<experiment folder>/scenarios/<scenario>.<point>.toml`` (E10 and E12 alike)."""
+    if point.dimension is None:
+        return scenario
+    path = ctx.out / "scenarios" / f"{point.run_name(scenario)}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(point_scenario_text(text, point), encoding="utf-8")
+    return str(path)
+
+
 def _point_run(ctx: RunContext, scenario: str, text: str, point: SweepPoint) -> ReplayRun:
     if point.dimension is None:
         return replay(scenario, ctx)
-    name = point.run_name(scenario)
-    path = ctx.out / "scenarios" / f"{name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(point_scenario_text(text, point), encoding="utf-8")
+    path = point_scenario(ctx, scenario, text, point)
     extra = ("--no-probe-check",) if point.dimension in PROBES_RECORDED_ONLY else ()
-    return replay(name, ctx, str(path), extra)
+    return replay(point.run_name(scenario), ctx, path, extra)
 
 
 def run_e12(exp: Experiment, ctx: RunContext) -> Measurement:

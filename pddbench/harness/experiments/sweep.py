@@ -126,7 +126,7 @@ def override_scenario(data: Mapping[str, Any], point: SweepPoint) -> dict[str, A
         and "wan_bandwidth_gbps" in routing
     ):
         routing["wan_bandwidth_gbps"] = point.value / 1000.0
-    note = f"E12 sweep point {point.key} of {data['name']}"
+    note = f"WAN sweep point {point.key} of {data['name']}"
     out["description"] = f"{data.get('description', '')} [{note}]".strip()
     return out
 
