@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from pddbench.errors import UserError
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.scenario import load_scenario, scenario_text
-from pddbench.harness.config.sla import sla_from_mapping
+from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.experiments.model import (
     Experiment,
     Measurement,
@@ -46,6 +46,7 @@ from pddbench.harness.experiments.sweep import SweepPoint, base_link, plan_point
 from pddbench.harness.report.tables import Table, TCell
 from pddbench.harness.rundir.folder import CAPACITY
 from pddbench.harness.rundir.ladder import LadderVerdict
+from pddbench.harness.sizing.search import ladder_binding
 
 BASELINE = "same-dc-pd"
 CROSS_DC = ("cross-dc-pd", "pdd")  # compared with the baseline, per line rate
@@ -128,71 +129,21 @@ def wan_utilisation(run: Path) -> float:
     return max(means) if means else math.nan
 
 
-# the TTFT parts of a request's record (README: the TTFT decomposition) by the resource
-# they wait on; the twin books a cross-DC KV flow's wire time in kv_landing (measured: 3-4.6
-# GB landing in 9-10 s at 10 Gbit/s), so transfer and landing are one resource, the WAN
-# when the late requests' KV crossed it
-TTFT_PARTS: dict[str, tuple[str, ...]] = {
-    "prefill": ("ttft_p_queue_s", "ttft_prefill_s"),
-    "KV transfer": ("ttft_kv_transfer_s", "ttft_kv_landing_s"),
-    "decode (first step)": ("ttft_first_decode_s",),
-    "router": ("ttft_to_router_s", "ttft_router_queue_s", "ttft_to_client_s"),
-}
-
-
-def ttft_bound(run: Path, ttft_s: float) -> tuple[str, str]:
-    """Which resource the requests of ``run`` that missed ``ttft_s`` waited on longest:
-    the TTFT part (:data:`TTFT_PARTS`) with the largest mean over them, and the means."""
-    path = run / "requests.parquet"
-    if not path.exists():
-        return "TTFT", "no records"
-    cols = ["ttft_s", "wan_bytes", *(c for parts in TTFT_PARTS.values() for c in parts)]
-    t = pq.read_table(path, columns=[c for c in cols if c in pq.read_schema(path).names])
-    ttft = t.column("ttft_s").to_numpy(zero_copy_only=False).astype(np.float64)
-    late = np.nan_to_num(ttft, nan=0.0) > ttft_s
-    if not late.any():
-        return "TTFT", "no request over the TTFT bound"
-    means = {}
-    for name, parts in TTFT_PARTS.items():
-        got = [t.column(c).to_numpy(zero_copy_only=False).astype(np.float64)[late]
-               for c in parts if c in t.column_names]  # fmt: skip
-        means[name] = float(np.nanmean(np.sum(got, axis=0))) if got else math.nan
-    known = {k: v for k, v in means.items() if math.isfinite(v)}
-    if not known:
-        return "TTFT", "no TTFT parts in the records"
-    text = ", ".join(f"{k} {v:.2f} s" for k, v in known.items())
-    bound = max(known, key=lambda k: known[k])
-    if bound == "KV transfer" and "wan_bytes" in t.column_names:
-        wan = t.column("wan_bytes").to_numpy(zero_copy_only=False).astype(np.float64)[late]
-        if np.nanmean(wan) > 0:
-            bound, text = "WAN", f"{text}; {np.nanmean(wan) / 1e9:.2g} GB of KV each over the WAN"
-    return bound, f"mean TTFT parts of its {late.sum()} late: {text}"
-
-
-def first_miss(ladder: LadderVerdict, folder: Path, ttft_s: float | None) -> tuple[str, str]:
-    """The binding resource read from the lowest-rate point that missed the target, and the
-    evidence: which SLA term its requests missed (TPOT: decode; TTFT: the resource the late
-    requests' TTFT parts spent longest on, :func:`ttft_bound`), and how busy the line was
-    there. A reading of one point, not a proof."""
+def first_miss(ladder: LadderVerdict, folder: Path, sla: SLA) -> tuple[str, str]:
+    """The binding resource read at the lowest-rate point that missed the target (the
+    sizing search's reading: :func:`~pddbench.harness.sizing.search.ladder_binding`),
+    with how busy the line was there. A reading of one point, not a proof."""
+    runs = _point_runs(folder)
+    resource, evidence = ladder_binding(ladder, runs, sla)
     missed = [
         p for p in ladder.points if p.excluded is None and p.attainment * 100 < ladder.target_pct
     ]
-    if not missed:
-        return "none seen", "no point missed the target"
-    p = min(missed, key=lambda q: q.planned_rps if q.planned_rps is not None else q.load_scale)
-    misses = {k: p.requests - n for k, n in p.met_by.items() if n < p.requests}
-    terms = ", ".join(f"{k.upper()} {n}" for k, n in misses.items())
-    run = _point_runs(folder).get(p.index)
-    util = wan_utilisation(run) if run is not None else math.nan
-    line = "" if math.isnan(util) else f"; WAN busier direction {util:.0%} busy on average"
-    evidence = f"at {p.label()}: missed {terms or 'nothing'} of {p.requests}{line}"
-    worst = max(misses, key=lambda k: misses[k]) if misses else ""
-    if worst == "tpot":
-        return "decode TPOT", evidence
-    if worst == "ttft" and run is not None and ttft_s is not None:
-        bound, why = ttft_bound(run, ttft_s)
-        return f"{bound} (TTFT)", f"{evidence}; {why}"
-    return (worst.upper() or "unclear"), evidence
+    if missed:
+        p = min(missed, key=lambda q: q.planned_rps if q.planned_rps is not None else q.load_scale)
+        util = wan_utilisation(runs[p.index]) if p.index in runs else math.nan
+        if not math.isnan(util):
+            evidence += f"; WAN busier direction {util:.0%} busy on average"
+    return resource, evidence
 
 
 def _ladder(
@@ -222,8 +173,8 @@ def _ladder(
     ladder = LadderVerdict.model_validate_json(path.read_text(encoding="utf-8"))
     sla = load_scenario(name).sla
     declared = sla.model_dump(exclude_unset=True) if sla else None
-    ttft_s = sla_from_mapping(declared, where=f"scenario {scenario}").ttft_s
-    return ladder, str(folder.relative_to(root)), first_miss(ladder, folder, ttft_s)
+    sla_full = sla_from_mapping(declared, where=f"scenario {scenario}")
+    return ladder, str(folder.relative_to(root)), first_miss(ladder, folder, sla_full)
 
 
 def _plan(exp: Experiment, ctx: RunContext) -> tuple[dict[str, str], list[SweepPoint], dict]:

@@ -35,7 +35,7 @@ from pddbench.harness.rundir.ladder import LadderVerdict
 from pddbench.harness.rundir.main_verdict import SystemVerdict
 from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.harness.sizing.result import SizedRow, SizingResult
-from pddbench.harness.sizing.search import ladder_binding
+from pddbench.harness.sizing.search import by_index, ladder_binding
 from pddbench.harness.sizing.space import describe
 from pddbench.workloads.traceio import Trace
 
@@ -161,7 +161,7 @@ def system_row(
     point, else the twin's."""
     binding = ("unknown", "")
     if ladder is not None and runs:
-        binding = ladder_binding(ladder, runs, sla)
+        binding = ladder_binding(ladder, by_index(ladder, runs), sla)
     if binding[0] in ("unknown", "none reached") and twin is not None:
         binding = (twin.binding, f"twin: {twin.binding_detail}")
     cost = scenario.cost_model

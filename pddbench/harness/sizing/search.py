@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
@@ -108,7 +108,7 @@ def size_system(
             steady=steady,
             echo=lambda s: None,
         )
-        resource, detail = ladder_binding(verdict, folders, sla)
+        resource, detail = ladder_binding(verdict, by_index(verdict, folders), sla)
         row = _row(source, r, verdict, resource, detail, time.monotonic() - t0)
         rows.append(row)
         spent = time.monotonic() - began
@@ -157,21 +157,26 @@ def _row(
     )
 
 
-def ladder_binding(verdict: LadderVerdict, folders: list[Path], sla: SLA) -> tuple[str, str]:
-    """The binding resource at the walk's lowest missed point."""
+def ladder_binding(verdict: LadderVerdict, runs: Mapping[int, Path], sla: SLA) -> tuple[str, str]:
+    """The binding resource at the walk's lowest missed point (``runs``: each point's run
+    folder by its index), and how it was read."""
     target = verdict.target_pct / 100.0
     missed = [
-        (p.planned_rps or p.offered_rps, i)
-        for i, p in enumerate(verdict.points)
-        if p.excluded is None and p.attainment < target and i < len(folders)
+        p
+        for p in verdict.points
+        if p.excluded is None and p.attainment < target and p.index in runs
     ]
     if not missed:
         return "none reached", f"no point missed the SLA ({verdict.basis})"
-    _, i = min(missed)
-    p = verdict.points[i]
-    records = load_run(folders[i], token_times=False).records
+    p = min(missed, key=lambda q: q.planned_rps or q.offered_rps)
+    records = load_run(runs[p.index], token_times=False).records
     intended = records.num["intended_send_s"]
     end = verdict.warmup_s + (p.measure_s or verdict.point_s)
     measured = records.sent & ~records.censored & (intended >= verdict.warmup_s) & (intended < end)
     resource, detail = measured_binding(records, sla, np.asarray(measured))
     return resource, f"at {p.label()}: {detail}"
+
+
+def by_index(verdict: LadderVerdict, folders: list[Path]) -> dict[int, Path]:
+    """A walk's run folders by point index (``run_ladder`` returns them in point order)."""
+    return {p.index: f for p, f in zip(verdict.points, folders, strict=False)}
