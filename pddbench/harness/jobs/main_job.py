@@ -32,6 +32,7 @@ from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.jobs.equal_cost import (
+    PLACE_BELOW,
     chosen_scenario,
     compose,
     placed_ladder,
@@ -142,10 +143,11 @@ def main_verdict(
         if twin is not None:
             click.echo(
                 f"pddbench: {scenario.name}: walking {twin.deployment} ({twin.source}), "
-                f"{walk_settings.describe_walk(origin_rps)}",
+                f"its first rung at {PLACE_BELOW:g} x the twin's capacity rate "
+                f"({twin_rps or 0:.3g} req/s), x{walk_settings.growth:g} a rung",
                 err=True,
             )
-            if not run_settings.virtual:  # the twin on the very points the emulation runs
+            if not run_settings.virtual:  # the twin on the same placed ladder
                 twin = twin_walk(
                     scenario, twin, trace, options, walk_settings, sla, trace_info,
                     run_settings, steady, schedule,

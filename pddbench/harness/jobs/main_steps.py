@@ -1,5 +1,5 @@
 """The main job's steps around its walks: sizing every system at the baseline's cost,
-one emulation scale for all, the twin on each walk's own points, and a system's verdict
+one emulation scale for all, the twin on each walk's ladder, and a system's verdict
 row.
 
 Owns :func:`size`, :func:`one_scale`, :func:`twin_walk` and :func:`system_row`; the job's
@@ -121,8 +121,10 @@ def twin_walk(
     steady: SteadyIndex | None,
     schedule: Schedule,
 ) -> SizedRow:
-    """The twin's capacity on the walk's own points (rates and trace windows), so that the
-    emulated capacity is checked against the twin on the same requests."""
+    """The twin's capacity on the emulated walk's ladder (its placed rungs: the first point
+    is the emulated walk's first, the same rate and trace window; later points follow the
+    twin's own outcomes), so that the emulated capacity is checked against the twin on
+    the same stretch of the trace rather than on the sizing walk's."""
     folder = Path(run_settings.out_root) / f"twin-{scenario.name}"
     folder.mkdir(parents=True, exist_ok=True)
     virtual = dataclasses.replace(run_settings, virtual=True, out_root=folder)
@@ -142,7 +144,7 @@ def twin_walk(
         }
     )
     click.echo(
-        f"pddbench: {scenario.name}: the twin on the walk's points: {row.capacity_text()} "
+        f"pddbench: {scenario.name}: the twin on this walk's ladder: {row.capacity_text()} "
         f"req/s (sizing walk: {twin.capacity_text()})",
         err=True,
     )
