@@ -33,6 +33,7 @@ from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.jobs.equal_cost import (
     PLACE_BELOW,
+    PLACED_GROWTH,
     chosen_scenario,
     compose,
     placed_ladder,
@@ -124,6 +125,12 @@ def main_verdict(
     origin_rps = first.planned_rps if first.planned_requests else None
     click.echo(
         f"pddbench: main job: {plan_text(settings, len(scenarios), quick, origin_rps)}",
+        err=True,
+    )
+    click.echo(
+        f"pddbench: main job: every system is sized on the twin first (its time comes out of "
+        f"the walks'); each walk then starts at {PLACE_BELOW:g} x its twin capacity rate, "
+        f"x{PLACED_GROWTH:g} a rung, in place of the rungs above",
         err=True,
     )
     sizing = size(scenarios, trace, options, trace_info, run_settings, steady, quick)
