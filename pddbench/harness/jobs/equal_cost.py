@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from pddbench.errors import UserError
 from pddbench.harness.analysis.crossing import METHOD, Crossing, crossing
@@ -42,6 +43,21 @@ def chosen_scenario(result: SizingResult, fallback: Scenario) -> tuple[Scenario,
 def capacity_basis(cross: Crossing) -> str:
     """A crossing's basis in the verdict's words (capacity | load-bounded | below the walk)."""
     return "capacity" if cross.basis == "crossing" else cross.basis
+
+
+def capacity_fields(walk: LadderVerdict) -> dict[str, Any]:
+    """A walk's capacity as the verdict and the sizing rows hold it: its basis, and the
+    SLA goodput at the crossing with its interval (a refused walk stays refused)."""
+    cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
+    basis = walk.basis if walk.basis == "refused" else capacity_basis(cross)
+    held = basis == "capacity"
+    return {
+        "basis": basis,
+        "capacity": cross.goodput(cross.rate),
+        "capacity_low": cross.goodput(cross.low) if held else None,
+        "capacity_high": cross.goodput(cross.high) if held else None,
+        "capacity_rps": cross.rate,
+    }
 
 
 def placed_ladder(
@@ -83,11 +99,10 @@ def system_verdict(
     emulated = lo = hi = None
     basis = "failed" if reason else "not run"
     if walk is not None:
-        cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
-        basis = walk.basis if walk.basis == "refused" else capacity_basis(cross)
-        emulated = cross.goodput(cross.rate)
-        if basis == "capacity":
-            lo, hi = cross.goodput(cross.low), cross.goodput(cross.high)
+        got = capacity_fields(walk)
+        basis, emulated, lo, hi = (
+            got[k] for k in ("basis", "capacity", "capacity_low", "capacity_high")
+        )
     agreement, text = "unknown", "no emulated capacity or no twin capacity"
     if (
         twin is not None

@@ -16,11 +16,10 @@ from pathlib import Path
 import click
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.crossing import crossing
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import SLA
-from pddbench.harness.jobs.equal_cost import MAIN_TOP, capacity_basis, system_verdict
+from pddbench.harness.jobs.equal_cost import MAIN_TOP, capacity_fields, system_verdict
 from pddbench.harness.jobs.ladder import run_ladder
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.jobs.size import size_all
@@ -133,16 +132,7 @@ def twin_walk(
         trace_info=trace_info, run_settings=virtual, schedule=schedule, steady=steady,
         echo=lambda s: None,
     )  # fmt: skip
-    cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
-    row = twin.model_copy(
-        update={
-            "basis": capacity_basis(cross),
-            "capacity": cross.goodput(cross.rate),
-            "capacity_low": cross.goodput(cross.low),
-            "capacity_high": cross.goodput(cross.high),
-            "capacity_rps": cross.rate,
-        }
-    )
+    row = twin.model_copy(update=capacity_fields(walk))
     click.echo(
         f"pddbench: {scenario.name}: the twin on this walk's ladder: {row.capacity_text()} "
         f"req/s (sizing walk: {twin.capacity_text()})",

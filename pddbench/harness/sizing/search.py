@@ -21,12 +21,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from pddbench.harness.analysis.crossing import crossing
 from pddbench.harness.analysis.rundir import load_run
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.config.sla import SLA
-from pddbench.harness.jobs.equal_cost import capacity_basis
+from pddbench.harness.jobs.equal_cost import capacity_fields
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder
 from pddbench.harness.jobs.run_system import RunSettings
 from pddbench.harness.plan.ladder_points import LadderSettings, Schedule
@@ -136,8 +135,6 @@ def _row(
     source: str, r: Ranked, verdict: LadderVerdict, resource: str, detail: str, wall_s: float
 ) -> SizedRow:
     b = r.binding
-    cross = crossing(verdict.points, verdict.target_pct / 100.0, confidence=verdict.confidence)
-    basis = verdict.basis if verdict.basis == "refused" else capacity_basis(cross)
     return SizedRow(
         deployment=r.text(),
         source=source,
@@ -145,11 +142,7 @@ def _row(
         bound_rps=b.req_per_s,
         bound_resource=b.resource,
         bound_detail=f"{b.role}: {b.detail}",
-        basis=basis,
-        capacity=cross.goodput(cross.rate),
-        capacity_low=cross.goodput(cross.low),
-        capacity_high=cross.goodput(cross.high),
-        capacity_rps=cross.rate,
+        **capacity_fields(verdict),
         binding=resource,
         binding_detail=detail,
         wall_s=wall_s,
