@@ -20,11 +20,11 @@ from __future__ import annotations
 import argparse
 
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.sizing.bounds import Decoding, Workload, binding, deployment_bounds
+from pddbench.harness.sizing.bounds import Workload, binding, deployment_bounds
 from pddbench.harness.sizing.rank import wan_rates
+from pddbench.harness.sizing.search import decoding
 
 SYSTEMS = ("same-dc-pd", "cross-dc-pd", "cross-dc-pd-drc", "pdd")
-TPOT_S = 0.030
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 }
             )
-        spec = dep.speculative
-        d = Decoding(TPOT_S, spec.draft_tokens, spec.acceptance, dep.scheduler.chunk_tokens)
+        d = decoding(scenario, scenario.full_sla())  # the SLA's TPOT, the deployment's MTP
         rows = deployment_bounds(dep, w, d, wan_rates(scenario))
         cost = scenario.cost_model.total if scenario.cost_model else float("nan")
         bind = binding(rows)

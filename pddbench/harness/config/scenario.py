@@ -47,7 +47,7 @@ from pydantic import (
 
 from pddbench.errors import UserError
 from pddbench.harness.config.cost import Chips, CostModel, CostSettings, derive_cost
-from pddbench.harness.config.sla import SLA
+from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.netem.topology_config import ClientConfig, NetworkConfig, SegmentConfig, SiteConfig
 from pddbench.servers import profiles
 from pddbench.servers.config import (
@@ -257,6 +257,11 @@ class Scenario(_Strict):
             routers = [i.id for i in self.deployment.instances if i.role == "router"]
             return str(routers[0]) if routers else ""
         return self.engines[0].name
+
+    def full_sla(self) -> SLA:
+        """The SLA this scenario is judged by: its ``[sla]`` keys over the default SLA."""
+        declared = self.sla.model_dump(exclude_unset=True) if self.sla else None
+        return sla_from_mapping(declared, where=f"scenario {self.name}")
 
     @property
     def integrity_seed(self) -> int | None:

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from pddbench.errors import UserError
 from pddbench.harness.analysis.verdict import BcrVerdict, bcr_verdict
 from pddbench.harness.config.scenario import load_scenario, scenario_text
-from pddbench.harness.config.sla import SLA, sla_from_mapping
+from pddbench.harness.config.sla import SLA
 from pddbench.harness.experiments.model import (
     Experiment,
     Measurement,
@@ -171,10 +171,8 @@ def _ladder(
                 f"see {root / 'runs' / 'replay.log'}"
             )
     ladder = LadderVerdict.model_validate_json(path.read_text(encoding="utf-8"))
-    sla = load_scenario(name).sla
-    declared = sla.model_dump(exclude_unset=True) if sla else None
-    sla_full = sla_from_mapping(declared, where=f"scenario {scenario}")
-    return ladder, str(folder.relative_to(root)), first_miss(ladder, folder, sla_full)
+    sla = load_scenario(name).full_sla()
+    return ladder, str(folder.relative_to(root)), first_miss(ladder, folder, sla)
 
 
 def _plan(exp: Experiment, ctx: RunContext) -> tuple[dict[str, str], list[SweepPoint], dict]:

@@ -19,7 +19,7 @@ from pddbench.errors import UserError
 from pddbench.harness.config.preflight import load_trace
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import load_scenario
-from pddbench.harness.config.sla import sla_from_mapping, with_overrides
+from pddbench.harness.config.sla import with_overrides
 from pddbench.harness.jobs.ladder import run_ladder
 from pddbench.harness.jobs.main_job import points_table
 from pddbench.harness.jobs.replay import trace_manifest
@@ -51,10 +51,7 @@ def capacity_job(
             f"x{options.selection.speedup:g}",
             err=True,
         )
-    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
-    sla = with_overrides(
-        sla_from_mapping(declared, where=f"scenario {scenario.name}"), sla_overrides
-    )
+    sla = with_overrides(scenario.full_sla(), sla_overrides)
     options = dataclasses.replace(options, max_duration_s=None)
     click.echo(
         f"pddbench: ladder of offered rates from what x{settings.start:g} offers at the "

@@ -1,13 +1,14 @@
 """The main job's equal-cost part: every system sized at the baseline's cost on the twin,
 its emulated walk placed around the twin's capacity, and the verdict composed.
 
-Owns :func:`size_for_main` (the sizing step: :func:`~pddbench.harness.jobs.size.size_all`
-at the baseline's budget, the chosen deployments as scenarios), :func:`placed_ladder`
-(the ladder a system's walk starts from: its first rung below the twin's capacity, the
-next above it) and :func:`system_verdict` / :func:`compose` (a
+Owns :func:`chosen_scenario` (a sizing's chosen deployment as a scenario),
+:func:`capacity_fields` (a walk's capacity as the crossing of the target reads it),
+:func:`placed_ladder` (the ladder a system's walk starts from: its first rung below the
+twin's capacity, the next above it) and :func:`system_verdict` / :func:`compose` (a
 :class:`~pddbench.harness.rundir.main_verdict.MainVerdict` from the sizing rows and the
 walks' verdicts: agreement, BCR, the BCR ratio with an interval from the capacities'
-intervals, the binding resource). The walks themselves are the main job's.
+intervals, the binding resource). The sizing step and the walks themselves are
+:mod:`~pddbench.harness.jobs.main_steps`' and the main job's.
 """
 
 from __future__ import annotations
@@ -104,12 +105,7 @@ def system_verdict(
             got[k] for k in ("basis", "capacity", "capacity_low", "capacity_high")
         )
     agreement, text = "unknown", "no emulated capacity or no twin capacity"
-    if (
-        twin is not None
-        and twin.capacity is not None
-        and walk is not None
-        and walk.basis == "capacity"
-    ):
+    if twin is not None and twin.capacity is not None and basis == "capacity":
         inside = (lo or 0.0) <= twin.capacity and (hi is None or twin.capacity <= hi)
         agreement = "agree" if inside else "disagree"
         text = (

@@ -41,7 +41,6 @@ from pddbench.harness.jobs.equal_cost import (
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
 from pddbench.harness.jobs.main_steps import one_scale, size, system_row, twin_walk
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
-from pddbench.harness.jobs.size import scenario_sla
 from pddbench.harness.plan.ladder_points import (
     DEFAULT_LADDER,
     QUICK_LADDER,
@@ -144,7 +143,7 @@ def main_verdict(
     ]
     chosen = one_scale(chosen, run_settings)
     for template, (scenario, twin) in zip(scenarios, chosen, strict=True):
-        sla = scenario_sla(template)
+        sla = template.full_sla()
         twin_rps = (twin.capacity_rps or twin.capacity) if twin is not None else None
         walk_settings = placed_ladder(settings, origin_rps, twin_rps)
         if twin is not None:
@@ -202,7 +201,7 @@ def main_verdict(
     main = compose(
         equal,
         budget=sizing[0].budget if sizing else equal[0].cost,
-        sla_text=scenario_sla(scenarios[0]).describe(),
+        sla_text=scenarios[0].full_sla().describe(),
         emulation=(
             "VIRTUAL TIME (the twin)"
             if run_settings.virtual

@@ -15,7 +15,6 @@ import click
 from pddbench.errors import UserError
 from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import Scenario
-from pddbench.harness.config.sla import SLA, sla_from_mapping
 from pddbench.harness.jobs.ladder import trace_schedule
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import LadderSettings
@@ -25,11 +24,6 @@ from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.harness.sizing.result import SizingResult
 from pddbench.harness.sizing.search import size_system
 from pddbench.workloads.traceio import Trace
-
-
-def scenario_sla(scenario: Scenario) -> SLA:
-    declared = scenario.sla.model_dump(exclude_unset=True) if scenario.sla else None
-    return sla_from_mapping(declared, where=f"scenario {scenario.name}")
 
 
 def size_all(
@@ -56,7 +50,7 @@ def size_all(
             trace,
             scenario_options(options, scenario),
             settings,
-            scenario_sla(scenario),
+            scenario.full_sla(),
             budget=budget,
             top=top,
             trace_info=trace_info,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pddbench.errors import UserError
 from pddbench.servers import profiles
 from pddbench.servers.compute import (
     Machine,
@@ -82,6 +83,8 @@ class Decoding:
     acceptance: float = 0.0
     chunk_tokens: int = 8192
     max_batch: int = 256  # the scheduler's batch cap
+    step_overhead_s: float = 0.0005  # the scheduler's, per step (the servers' Machine)
+    hbm_reserve_fraction: float = 0.1  # the scheduler's HBM reserve (the servers' KV room)
 
     @property
     def tokens_per_step(self) -> float:
@@ -103,21 +106,32 @@ class RoleBound:
 
 
 @functools.lru_cache(maxsize=4096)
-def _machine(hardware: str, chips: int, model: str, dtype: str, dp: bool) -> Machine:
+def _machine(
+    hardware: str, chips: int, model: str, dtype: str, dp: bool, step_overhead_s: float = 0.0005
+) -> Machine:
+    """The instance as the servers build it (``DeploymentConfig.machine``'s fields)."""
     return Machine(
         profiles.hardware(hardware),
         chips,
         profiles.model(model),
+        step_overhead_s=step_overhead_s,
         attention_dp=dp,
         attention_dtype=dtype,
     )
 
 
+def kv_room(m: Machine, reserve_fraction: float = 0.1) -> int:
+    """KV tokens the instance holds beside its weights (the compute model's rule), 0 when
+    the weights do not fit."""
+    try:
+        return kv_capacity_tokens(m, reserve_fraction)
+    except UserError:
+        return 0
+
+
 def holds_weights(hardware: str, chips: int, model: str, dtype: str = "bf16") -> bool:
     """Whether ``chips`` of ``hardware`` hold the model's weights with KV room left."""
-    m = _machine(hardware, chips, model, dtype, False)
-    hbm = m.hardware.hbm_bytes * chips * 0.9
-    return hbm > m.resident_weight_bytes + m.model.kv_bytes_per_token
+    return kv_room(_machine(hardware, chips, model, dtype, False)) > 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -130,9 +144,10 @@ def prefill_rps(m: Machine, w: Workload, chunk_tokens: int) -> tuple[float, str]
 @functools.lru_cache(maxsize=4096)
 def decode_rps(m: Machine, w: Workload, d: Decoding) -> tuple[float, str, str]:
     """Requests per second one decoder finishes at the TPOT target: (rate, resource, detail)."""
-    if m.resident_weight_bytes >= m.hardware.hbm_bytes * m.chips * 0.9:
+    tokens = kv_room(m, d.hbm_reserve_fraction)
+    if tokens <= 0:
         return 0.0, MEMORY, "the weights do not fit"
-    room = min(d.max_batch, kv_capacity_tokens(m) // max(1, w.context + w.output))
+    room = min(d.max_batch, tokens // max(1, w.context + w.output))
     per_step = d.tokens_per_step
     best, step = 0, 0.0
     lo, hi = 1, int(room)
@@ -227,7 +242,9 @@ def role_bounds(
     by_role: dict[str, RoleBound] = {}
     for g in groups:
         kind = _kind(g.role)
-        m = _machine(g.hardware, g.chips, model, g.attention_dtype, g.attention_dp)
+        m = _machine(
+            g.hardware, g.chips, model, g.attention_dtype, g.attention_dp, d.step_overhead_s
+        )
         if kind == "P":
             rps, detail = prefill_rps(m, w, d.chunk_tokens)
             resource = PREFILL

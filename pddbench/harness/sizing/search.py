@@ -57,6 +57,8 @@ def decoding(scenario: Scenario, sla: SLA) -> Decoding:
         acceptance=dep.speculative.acceptance,
         chunk_tokens=dep.scheduler.chunk_tokens,
         max_batch=dep.scheduler.max_batch,
+        step_overhead_s=dep.scheduler.step_overhead_s,
+        hbm_reserve_fraction=dep.scheduler.hbm_reserve_fraction,
     )
 
 
