@@ -50,6 +50,8 @@ def test_a_scheduled_kill_happens_at_its_time_and_is_recorded() -> None:
         proc.wait()
 
 
+PORTS_PER_DEPLOYMENT = 16  # colocated: a router and four instances, with room
+
 SCENARIO = """
 name = "fault-demo"
 description = "two reference deployments as engines: the client uses one, the other dies"
@@ -74,15 +76,15 @@ def test_a_replay_kills_the_instance_its_scenario_names_and_the_report_says_so(
     tmp_path,
 ) -> None:
     import json
-    import socket
 
+    from tests.servers.helpers import free_port_block
     from tests.traces import chain_trace
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    # `serve --port` shifts every port of a deployment (router, then its instances), so each
+    # deployment gets its own block of free ports, below the ephemeral range where the kernel
+    # hands out ports to clients (a bind(0) port could be taken again before the engine binds)
+    base = free_port_block(2 * PORTS_PER_DEPLOYMENT)
+    ports = [base, base + PORTS_PER_DEPLOYMENT]
     scenario = tmp_path / "fault-demo.toml"
     scenario.write_text(SCENARIO.format(door=ports[0], victim=ports[1]))
     trace = chain_trace(tmp_path / "t.parquet", sessions=4, turns=3, turn_gap_s=1.0)
