@@ -68,6 +68,7 @@ from pddbench.netem.tcp import (
     RECORDED_KEYS,
     TcpSettings,
     buffer_bytes,
+    resolve_congestion,
     tcp_sysctls,
 )
 from pddbench.netem.topology_config import NetworkConfig, Shape, change_directions
@@ -195,7 +196,8 @@ class Topology:
         self.caps: Capabilities | None = None
         self.tcp = TcpSettings(
             buffer_bytes=buffer_bytes(self.plan),
-            congestion=config.tcp_congestion,
+            congestion=resolve_congestion(config.tcp_congestion),
+            congestion_asked=config.tcp_congestion,
             cold_start_compensation=config.cold_start_compensation and self.plan.scale > 1,
         )
         self._procs: list[subprocess.Popen[Any]] = []
@@ -445,7 +447,7 @@ class Topology:
         if not self._is_up:
             raise UserError("the topology is down")
         host = self.plan.host(instance)
-        full_env = {**os.environ, CONGESTION_ENV: self.config.tcp_congestion, **(env or {})}
+        full_env = {**os.environ, CONGESTION_ENV: self.tcp.congestion, **(env or {})}
         comp = self.compensation(instance)
         if comp is not None:
             full_env[COMPENSATION_ENV] = comp.to_env()
@@ -626,7 +628,7 @@ class Topology:
         CUBIC flow at a 30 ms RTT is often still recovering from slow start's overshoot
         (measured here: 130-480 of 500 Mbit/s over 2 s). Recorded with each probe."""
         available = self.tcp.values.get("net.ipv4.tcp_available_congestion_control", "")
-        return "bbr" if "bbr" in available.split() else self.config.tcp_congestion
+        return "bbr" if "bbr" in available.split() else self.tcp.congestion
 
     def report(self) -> TopologyReport:
         assert self.caps is not None

@@ -258,7 +258,7 @@ class NetworkConfig(_Model):
     backend: Backend = "auto"
     tcp_buffer_bytes: int = Field(default=64 * 1024 * 1024, ge=1 << 20, le=1 << 30)
     # TCP of the emulated hosts (see pddbench.netem.tcp for why these defaults):
-    tcp_congestion: str = Field(default="cubic", pattern=r"^[a-z0-9_]{1,15}$")
+    tcp_congestion: str = Field(default="auto", pattern=r"^[a-z0-9_]{1,15}$")  # auto: BBR if any
     tcp_slow_start_after_idle: bool = False
     # scaled runs: cold KV connections wait the slow-start time scaling removes
     # (pddbench.netem.slowstart; see pddbench.netem.tcp for the default)

@@ -38,7 +38,7 @@ class WanScheduleRun:
             flow = CrossFlow(
                 Endpoint(hs.netns, hs.address),
                 Endpoint(hd.netns, hd.address),
-                topo.config.tcp_congestion,
+                topo.tcp.congestion,
                 start=t0 + ct.start_s,
                 duration_s=ct.duration_s,
                 rate_bps=rate,

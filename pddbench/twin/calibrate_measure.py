@@ -48,7 +48,7 @@ def calibrate(
     probes = []
     with Topology.up(net, label=f"calibrate-{scenario}") as topo:
         probe_congestion = topo.probe_congestion()  # the link's own rate: BBR where it can
-        congestion = net.tcp_congestion  # the KV transfers: as the servers' connections run
+        congestion = topo.tcp.congestion  # the KV transfers: as the servers' connections run
         for probe in topo.probe(samples=samples, bulk_seconds=bulk_seconds):
             probes.append(probe)
             echo(

@@ -24,3 +24,23 @@ def test_slow_start_after_idle_is_a_namespace_setting() -> None:
     assert tcp_sysctls(1 << 26, router=False)["net.ipv4.tcp_slow_start_after_idle"] == "0"
     on = tcp_sysctls(1 << 26, router=False, slow_start_after_idle=True)
     assert on["net.ipv4.tcp_slow_start_after_idle"] == "1"
+
+
+def test_auto_congestion_is_bbr_where_the_kernel_has_it_and_a_name_is_itself() -> None:
+    from pathlib import Path
+
+    from pddbench.netem.tcp import resolve_congestion
+
+    assert resolve_congestion("cubic") == "cubic"
+    assert resolve_congestion("reno") == "reno"
+    available = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    if "bbr" in available:  # loaded here (this kernel has it); else auto may still load it
+        assert resolve_congestion("auto") == "bbr"
+    assert resolve_congestion("auto") in ("bbr", "cubic")
+
+
+def test_a_scenario_network_asks_for_auto_congestion_by_default() -> None:
+    from pddbench.netem.topology_config import NetworkConfig
+
+    net = NetworkConfig.model_validate({"sites": [{"name": "dc-a"}]})
+    assert net.tcp_congestion == "auto"

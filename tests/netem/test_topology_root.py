@@ -155,6 +155,27 @@ def test_tcp_buffers_and_congestion_recorded(topo: Topology) -> None:
             return name
 
     assert nsutil.run_in_netns(topo.netns("p0"), sock_in_ns) == "cubic"
+    # the default asks for "auto": BBR where the kernel has it, recorded as resolved
+    has_bbr = "bbr" in values["net.ipv4.tcp_available_congestion_control"].split()
+    assert topo.tcp.congestion_asked == "auto"
+    assert topo.tcp.congestion == ("bbr" if has_bbr else "cubic")
+
+
+def test_the_servers_sockets_use_the_resolved_congestion_control(topo: Topology) -> None:
+    """A process started in the namespaces sets what the topology resolved, not "auto"."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    code = (
+        "import socket; from pddbench.netem.tcp import congestion_from_env, get_congestion\n"
+        "s = socket.socket(); congestion_from_env(s); print(get_congestion(s))"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "out.log"
+        proc = topo.spawn("p0", [sys.executable, "-c", code], log_path=log)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        assert log.read_text().strip() == topo.tcp.congestion
 
 
 def test_every_interface_steers_each_flow_to_one_cpu(topo: Topology) -> None:
