@@ -26,13 +26,18 @@ def _ladder(mets: list[int], n: int = 500):  # type: ignore[no-untyped-def]
     for met in mets:
         w = search.next_window()
         assert w is not None
-        search.record(PointMeasure(w, n, met, {"ttft": met}, 4, 60.0, n / 60.0))
+        search.record(PointMeasure(w, n, met, {"ttft": met}, 4, 60.0, n / 60.0 * w.load))
     return search.verdict("same-dc-pd")
 
 
 def test_bcr_only_from_a_capacity_verdict() -> None:
     at_cap = bcr_verdict("same-dc-pd", COST, _ladder([500, 500, 450]), 1.0)
-    assert at_cap.basis == "capacity" and at_cap.bcr == pytest.approx(500 / 60 / 88)
+    # offered 8.33, 12.5 and 18.75 req/s at 100 %, 100 % and 90 %: attainment crosses 99 %
+    # a tenth of the way (in log rate) from 12.5 to 18.75; 99 % of that rate meets the SLA
+    capacity = 500 / 60 * 1.5 * 1.5**0.1 * 0.99
+    assert at_cap.basis == "capacity" and at_cap.goodput == pytest.approx(capacity)
+    assert at_cap.bcr == pytest.approx(capacity / 88)
+    assert at_cap.goodput_low is not None and at_cap.goodput_low < capacity
     assert "(capacity)" in at_cap.bcr_text()
     bounded = bcr_verdict("same-dc-pd", COST, _ladder([500] * 6), 1.0)
     assert bounded.basis == "load-bounded" and bounded.bcr is None

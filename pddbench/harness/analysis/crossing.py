@@ -2,9 +2,11 @@
 
 Owns :func:`crossing`: from a capacity walk's points (each an offered rate, its measured
 requests and how many met the SLA), the rate at which attainment falls through the target
-and a bootstrap interval for it. It is what the main job's verdict and the sizing search
-read; the ladder's own capacity (the highest point that met, its interval from points
-*surely* meeting and missing) stays in ``capacity.json`` beside it.
+and a bootstrap interval for it; and :func:`walk_capacity`, a walk's capacity as every
+verdict reads it (the main job's, the sizing search's, the report's BCR table, the
+experiments'). The ladder's own capacity (the highest point that met, its interval from
+points *surely* meeting and missing) stays in ``capacity.json`` beside it, as the walk's
+record.
 
 Why a second reading of the same points: at a 99 % target a point of a few hundred
 requests is never *surely* meeting (Wilson's lower bound of 400 / 400 is 99.05 %), so the
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pddbench.harness.rundir.ladder import LadderPoint
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
 
 RESAMPLES = 2000
 METHOD = (
@@ -136,4 +138,37 @@ def crossing(
         target=target,
         basis=basis,
         points=len(xs),
+    )
+
+
+@dataclass(frozen=True)
+class WalkCapacity:
+    """A walk's capacity as the verdicts read it: the crossing's, a refused walk refused."""
+
+    basis: str  # "capacity" | "load-bounded" | "below the walk" | "no counted point" | "refused"
+    capacity: float | None  # SLA goodput (req/s) at the crossing
+    capacity_low: float | None  # its interval (capacity basis only)
+    capacity_high: float | None  # None: open above
+    capacity_rps: float | None  # the offered rate at the crossing
+    crossing: Crossing
+
+    @property
+    def held(self) -> bool:
+        return self.basis == "capacity"
+
+
+def walk_capacity(walk: LadderVerdict) -> WalkCapacity:
+    """The crossing of ``walk``'s target by its points (see the module docstring)."""
+    cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
+    basis = "capacity" if cross.basis == "crossing" else cross.basis
+    if walk.basis == "refused":
+        basis = "refused"
+    held = basis == "capacity"
+    return WalkCapacity(
+        basis=basis,
+        capacity=cross.goodput(cross.rate),
+        capacity_low=cross.goodput(cross.low) if held else None,
+        capacity_high=cross.goodput(cross.high) if held else None,
+        capacity_rps=cross.rate,
+        crossing=cross,
     )

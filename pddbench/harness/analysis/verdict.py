@@ -2,10 +2,12 @@
 
 Owns :class:`BcrVerdict` and :func:`bcr_verdict`. A BCR is a BCR only when the goodput
 comes from a capacity search that found the capacity (a ladder point missed the target
-above one that met it). Goodput measured at whatever load was offered — an ordinary
-replay, or a ladder that met the target at every point — is below capacity, so the ratio
-is labelled **load-bounded** (a lower bound on the BCR) and never shown as the BCR. Pure:
-no files, no registry.
+above one that met it); the capacity is the walk's crossing of the target
+(:func:`~pddbench.harness.analysis.crossing.walk_capacity`, the one reading every verdict
+uses), not the ladder's highest met point. Goodput measured at whatever load was
+offered — an ordinary replay, or a ladder that met the target at every point — is below
+capacity, so the ratio is labelled **load-bounded** (a lower bound on the BCR) and never
+shown as the BCR. Pure: no files, no registry.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pddbench.harness.analysis.crossing import walk_capacity
 from pddbench.harness.config.cost import CostModel
 from pddbench.harness.rundir.ladder import LadderVerdict
 
 VerdictBasis = Literal["capacity", "load-bounded", "refused", "failed"]
+CAPACITY_READING = "capacity: where SLA attainment, fitted in offered rate, crosses the target"
 
 
 class BcrVerdict(BaseModel):
@@ -73,16 +77,32 @@ def bcr_verdict(
         )
     if ladder.basis == "refused":
         return BcrVerdict(basis="refused", goodput=None, reason=ladder.reason, **common)  # type: ignore[arg-type]
-    at_capacity = ladder.basis == "capacity"
-    return BcrVerdict(
-        basis=ladder.basis,
+    cap = walk_capacity(ladder)
+    if cap.basis == "capacity":
+        return BcrVerdict(
+            basis="capacity",
+            goodput=cap.capacity,
+            goodput_low=cap.capacity_low,
+            goodput_high=cap.capacity_high,
+            confidence=ladder.confidence,
+            capacity_load_scale=ladder.capacity_load_scale,
+            bcr=_ratio(cap.capacity, cost),
+            reason=f"{CAPACITY_READING}; {ladder.reason}" if ladder.reason else CAPACITY_READING,
+            **common,  # type: ignore[arg-type]
+        )
+    if cap.basis in ("below the walk", "no counted point"):
+        return BcrVerdict(
+            basis="refused",
+            goodput=None,
+            reason=f"no point met the target once attainment is fitted in rate ({cap.basis})",
+            **common,  # type: ignore[arg-type]
+        )
+    return BcrVerdict(  # no miss: the goodput the walk measured is a lower bound
+        basis="load-bounded",
         goodput=ladder.capacity_goodput,
-        goodput_low=ladder.capacity_low if at_capacity else None,
-        goodput_high=ladder.capacity_high if at_capacity else None,
         confidence=ladder.confidence,
         capacity_load_scale=ladder.capacity_load_scale,
-        bcr=_ratio(ladder.capacity_goodput, cost) if at_capacity else None,
-        load_bounded_bcr=None if at_capacity else _ratio(ladder.capacity_goodput, cost),
+        load_bounded_bcr=_ratio(ladder.capacity_goodput, cost),
         reason=ladder.reason,
         **common,  # type: ignore[arg-type]
     )

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from pddbench.errors import UserError
-from pddbench.harness.analysis.crossing import METHOD, Crossing, crossing
+from pddbench.harness.analysis.crossing import METHOD, walk_capacity
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.rundir.ladder import LadderVerdict
@@ -41,23 +41,16 @@ def chosen_scenario(result: SizingResult, fallback: Scenario) -> tuple[Scenario,
         raise UserError(f"{fallback.name}: the sized scenario does not load: {exc}") from None
 
 
-def capacity_basis(cross: Crossing) -> str:
-    """A crossing's basis in the verdict's words (capacity | load-bounded | below the walk)."""
-    return "capacity" if cross.basis == "crossing" else cross.basis
-
-
 def capacity_fields(walk: LadderVerdict) -> dict[str, Any]:
-    """A walk's capacity as the verdict and the sizing rows hold it: its basis, and the
-    SLA goodput at the crossing with its interval (a refused walk stays refused)."""
-    cross = crossing(walk.points, walk.target_pct / 100.0, confidence=walk.confidence)
-    basis = walk.basis if walk.basis == "refused" else capacity_basis(cross)
-    held = basis == "capacity"
+    """A walk's capacity as the verdict and the sizing rows hold it
+    (:func:`~pddbench.harness.analysis.crossing.walk_capacity`)."""
+    got = walk_capacity(walk)
     return {
-        "basis": basis,
-        "capacity": cross.goodput(cross.rate),
-        "capacity_low": cross.goodput(cross.low) if held else None,
-        "capacity_high": cross.goodput(cross.high) if held else None,
-        "capacity_rps": cross.rate,
+        "basis": got.basis,
+        "capacity": got.capacity,
+        "capacity_low": got.capacity_low,
+        "capacity_high": got.capacity_high,
+        "capacity_rps": got.capacity_rps,
     }
 
 

@@ -271,9 +271,9 @@ def verdict_table(
             "measured requests",
         ),
         tuple(rows),
-        "Capacity: the highest offered rate on the ladder whose SLA attainment met the "
-        "target; interval "
-        "from the highest point surely meeting it to the lowest surely missing it (Wilson). "
+        "Capacity: where the ladder's SLA attainment, fitted non-increasing in offered rate, "
+        "crosses the target (the goodput: the target's share of that rate); interval: "
+        "percentile bootstrap of binomial redraws of every point. "
         "load-bounded: no point missed (or the harness fell behind), so the goodput is a "
         "lower bound and its ratio to cost is not the BCR.",
     )

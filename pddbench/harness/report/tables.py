@@ -160,12 +160,12 @@ def capacity_table(report: Report) -> Table:
         "SLA goodput at capacity",
         ("run", "basis", "goodput (req/s)", "interval (req/s)", "how it was found", "why"),
         tuple(rows),
-        "Capacity = the highest offered rate on the shared ladder whose SLA attainment met the "
-        "target; each point replays its own stretch of the trace (steady state: every request "
+        "Capacity = the offered rate where the shared ladder's SLA attainment, fitted "
+        "non-increasing in rate, crosses the target; the goodput is the target's share of it. "
+        "Each point replays its own stretch of the trace (steady state: every request "
         "of its window, sessions in progress continuing, caches primed from the trace's "
-        "history). Interval: from the "
-        "goodput of the highest point surely meeting the target to the offered load of the "
-        "lowest surely missing it (Wilson, 95 %). load-bounded: no point missed the target, "
+        "history). Interval: percentile bootstrap of binomial redraws of every point (95 %). "
+        "load-bounded: no point missed the target, "
         "or the harness fell behind: a lower bound, not a capacity.",
         numeric_from=2,
         numeric_to=4,
