@@ -12,7 +12,9 @@ the same records, byte for byte. Must not decide what the servers' cores decide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import gc
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pddbench.harness.config.replay import OnError
@@ -159,5 +161,23 @@ def run_twin(
             sim.at(t, send)
 
     arm()
-    sim.run(until_s)
+    with _few_collections():
+        sim.run(until_s)
     return records
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """The cyclic collector while the clock runs: what exists at the start (the plan, the
+    deployment) is frozen out of its walks, and its youngest generation collects every
+    50,000 allocations instead of 700 (the caches' nodes are allocated by the million and
+    are never cyclic garbage; collecting young objects that often cost the twin a fifth of
+    its time). Restored on the way out; no figure depends on it."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
