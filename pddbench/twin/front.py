@@ -73,7 +73,8 @@ class TwinFlow:
         self.story = story_for(core, spec, twin.sim.now)
         self.core = FlowCore(core, spec, self.story, counters)
         self.send_s = due.intended_send_s
-        self.chunks: list[tuple[float, int]] = []  # (client time, tokens)
+        self.chunk_t: list[float] = []  # the chunks to the client: when each is read there
+        self.chunk_n: list[int] = []  # ... and the tokens it carries
         self.record: RequestRecord | None = None
         self.answered = False
         self.closed = False
@@ -127,11 +128,12 @@ class TwinFlow:
             ready = len(core.tokens(label, item[0], item[1], now))
             if ready:
                 t = twin.to_client(now)
-                chunks = self.chunks
-                if chunks and chunks[-1][0] == t:
-                    chunks[-1] = (t, chunks[-1][1] + ready)
+                chunk_t = self.chunk_t
+                if chunk_t and chunk_t[-1] == t:
+                    self.chunk_n[-1] += ready
                 else:
-                    chunks.append((t, ready))
+                    chunk_t.append(t)
+                    self.chunk_n.append(ready)
         else:
             self._act(core.event(label, item, now))
         if core.complete and not self.answered:
@@ -203,24 +205,22 @@ class TwinFlow:
         now = self.twin.sim.now
         rec = record_for(self.due, self.twin.cached_theoretical)
         rec.actual_send_s = self.send_s  # the twin's client sends on time
-        times: list[float] = []
-        itl: list[float] = []
-        prev = None
-        for t, n in self.chunks:  # a chunk's interval is split across the tokens it carries
-            times += [t] * n
-            if prev is not None:
-                itl += [(t - prev) / n] * n
-            else:
-                itl += [0.0] * (n - 1)
-            prev = t
+        # a chunk's interval is split across the tokens it carries (the first chunk's first
+        # token has none): the same floats as a loop over the chunks, without one per token
+        at = np.asarray(self.chunk_t, dtype=float)
+        n = np.asarray(self.chunk_n, dtype=np.int64)
+        gaps = np.zeros(len(at))
+        gaps[1:] = np.diff(at) / n[1:]
+        itl = np.repeat(gaps, n)[1:]
+        times: list[float] = np.repeat(at, n).tolist()
         story = self.story.to_json()
         summary = StreamSummary(
             first_token_s=times[0] if times else None,
             last_token_s=times[-1] if times else None,
             output_tokens=len(times),
             token_count_source="token_ids",
-            chunks=len(self.chunks),
-            itl_s=np.asarray(itl, dtype=float),
+            chunks=len(self.chunk_t),
+            itl_s=itl,
             cached_tokens_reported=None if cut else int(story["cached_tokens"]),
             prompt_tokens_reported=req.input_length,
             integrity_ok=True,

@@ -292,8 +292,15 @@ class Direction:
             p = self._params[i]
         if self.usage is not None:
             self.usage.message(now, nbytes)
-        t = max(now + self.delay(p) + nbytes / p.rate_bytes_per_s, self.last_control)
-        self.last_control = t
+        j = p.jitter_s  # delay(p), inlined: this runs for every message
+        if j <= 0:
+            d = max(0.0, p.delay_s)
+        else:
+            d = p.delay_s + (-j + (j - -j) * self._random())
+            d = d if d > 0.0 else 0.0
+        t = now + d + nbytes / p.rate_bytes_per_s
+        last = self.last_control
+        t = self.last_control = last if last > t else t  # max(t, last)
         return t
 
     # -- bulk: flows sharing the line ----------------------------------------------------
