@@ -119,7 +119,10 @@ class TwinFlow:
                 core.drain_event(label, item)
             self._maybe_close()
             return
-        self._guard(self._handle, label, item)
+        try:  # _guard's, inlined: this runs for every message
+            self._handle(label, item)
+        except RequestFailed as exc:
+            self._failed(str(exc))
 
     def _handle(self, label: str, item: Any) -> None:
         core, twin = self.core, self.twin

@@ -293,11 +293,8 @@ class Direction:
         if self.usage is not None:
             self.usage.message(now, nbytes)
         j = p.jitter_s  # delay(p), inlined: this runs for every message
-        if j <= 0:
-            d = max(0.0, p.delay_s)
-        else:
-            d = p.delay_s + (-j + (j - -j) * self._random())
-            d = d if d > 0.0 else 0.0
+        d = p.delay_s if j <= 0 else p.delay_s + (-j + (j - -j) * self._random())
+        d = d if d > 0.0 else 0.0  # (max(0.0, d) without its call)
         t = now + d + nbytes / p.rate_bytes_per_s
         last = self.last_control
         t = self.last_control = last if last > t else t  # max(t, last)
