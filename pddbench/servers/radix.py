@@ -19,20 +19,53 @@ No I/O, no timing.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
 class Node:
-    __slots__ = ("alive", "children", "key", "last", "parent", "ref")
+    """One cached block. Its children: ``one`` while it has at most one (a prompt's path is
+    a chain: no dict per block to build, or to read on a walk), ``kids`` (by key, in the
+    order they were added) from its second on; never both."""
+
+    __slots__ = ("alive", "key", "kids", "last", "one", "parent", "ref")
 
     def __init__(self, key: int, parent: Node | None) -> None:
         self.key = key
         self.parent = parent
-        self.children: dict[int, Node] = {}
+        self.one: Node | None = None
+        self.kids: dict[int, Node] | None = None
         self.ref = 0
         self.last = 0
         self.alive = True
+
+    @property
+    def children(self) -> dict[int, Node]:
+        """Its children by key, in the order they were added (a new dict, for reading)."""
+        return {c.key: c for c in self.nodes_below()}
+
+    def nodes_below(self) -> Iterable[Node]:
+        """Its children, in the order they were added."""
+        if self.one is not None:
+            return (self.one,)
+        return self.kids.values() if self.kids else ()
+
+    def add(self, child: Node) -> None:
+        """Hang ``child`` (a new node, its key not among the children) below this one."""
+        if self.kids is not None:
+            self.kids[child.key] = child
+        elif self.one is None:
+            self.one = child
+        else:
+            self.kids = {self.one.key: self.one, child.key: child}
+            self.one = None
+
+    def remove(self, child: Node) -> None:
+        if self.one is child:
+            self.one = None
+        else:
+            assert self.kids is not None
+            del self.kids[child.key]
 
 
 @dataclass(frozen=True)
@@ -69,10 +102,10 @@ class RadixTree:
     def pinned_blocks(self) -> int:
         """Blocks on a path to a pinned node (O(blocks); for metrics and tests)."""
         marked: set[int] = set()
-        stack = list(self.root.children.values())
+        stack = list(self.root.nodes_below())
         while stack:
             node = stack.pop()
-            stack.extend(node.children.values())
+            stack.extend(node.nodes_below())
             if node.ref > 0:
                 walk: Node | None = node
                 while walk is not None and walk is not self.root and id(walk) not in marked:
@@ -86,10 +119,13 @@ class RadixTree:
         tree, default the root); returns (deepest node, new blocks)."""
         node, k = _walk(self.root if start is None else start, hashes)  # what is there
         new = len(hashes) - k
-        for h in hashes[k:] if new else ():  # below a new node every block is new
-            nxt = Node(h, node)
-            node.children[h] = nxt
+        if new:
+            nxt = Node(hashes[k], node)
+            node.add(nxt)
             node = nxt
+            for h in hashes[k + 1 :]:  # below a new node every block is new: its only child
+                nxt = node.one = Node(h, node)
+                node = nxt
         self.blocks += new
         self._touch(node)
         return node, new
@@ -101,7 +137,7 @@ class RadixTree:
         if node.ref <= 0:
             raise ValueError("unpin of a node that is not pinned")
         node.ref -= 1
-        if node.ref == 0 and not node.children and node.alive:
+        if node.ref == 0 and node.one is None and not node.kids and node.alive:
             self._push(node)
 
     def evict(self, blocks: int) -> int:
@@ -110,16 +146,21 @@ class RadixTree:
         heap = self._heap
         while freed < blocks and heap:
             last, _, node = heapq.heappop(heap)
-            if not node.alive or node.ref or node.children or node.last != last:
+            if not node.alive or node.ref or node.one is not None or node.kids or node.last != last:
                 continue
             parent = node.parent
             assert parent is not None
-            del parent.children[node.key]
+            parent.remove(node)
             node.alive = False
             if node.last > parent.last:  # the uses of the path through it (see _touch)
                 parent.last = node.last
             freed += 1
-            if parent is not self.root and parent.ref == 0 and not parent.children:
+            if (
+                parent is not self.root
+                and parent.ref == 0
+                and parent.one is None
+                and not parent.kids
+            ):
                 self._push(parent)
         self.blocks -= freed
         if len(heap) > 4 * max(self.blocks, 1024):
@@ -135,7 +176,7 @@ class RadixTree:
         self._tick += 1
         if node is not self.root:
             node.last = self._tick
-            if node.ref == 0 and not node.children:
+            if node.ref == 0 and node.one is None and not node.kids:
                 self._push(node)
 
     def _push(self, node: Node) -> None:
@@ -147,9 +188,9 @@ class RadixTree:
         stack = [self.root]
         while stack:
             node = stack.pop()
-            if node is not self.root and node.ref == 0 and not node.children:
+            if node is not self.root and node.ref == 0 and node.one is None and not node.kids:
                 self._push(node)
-            stack.extend(node.children.values())
+            stack.extend(node.nodes_below())
 
 
 class KvPool:
@@ -221,12 +262,19 @@ class KvPool:
 
 def _walk(node: Node, hashes: Sequence[int]) -> tuple[Node, int]:
     """The deepest node below ``node`` along ``hashes``, and how many blocks it went down
-    (a subscript per block and one KeyError at the end: cheaper than a get per block)."""
+    (along a chain, one attribute and one comparison per block)."""
     n = 0
-    try:
-        for h in hashes:
-            node = node.children[h]
-            n += 1
-    except KeyError:
-        pass
+    for h in hashes:
+        nxt = node.one
+        if nxt is None:
+            kids = node.kids
+            if kids is None:
+                break
+            nxt = kids.get(h)
+            if nxt is None:
+                break
+        elif nxt.key != h:
+            break
+        node = nxt
+        n += 1
     return node, n
