@@ -161,23 +161,19 @@ def run_twin(
             sim.at(t, send)
 
     arm()
-    with _few_collections():
+    with _start_frozen():
         sim.run(until_s)
     return records
 
 
 @contextmanager
-def _few_collections() -> Iterator[None]:
+def _start_frozen() -> Iterator[None]:
     """The cyclic collector while the clock runs: what exists at the start (the plan, the
-    deployment) is frozen out of its walks, and its youngest generation collects every
-    50,000 allocations instead of 700 (the caches' nodes are allocated by the million and
-    are never cyclic garbage; collecting young objects that often cost the twin a fifth of
-    its time). Restored on the way out; no figure depends on it."""
-    threshold = gc.get_threshold()
+    trace's objects, the deployment) is frozen out of its walks, so a full collection
+    walks what the run made, not a whole trace's plan (its thresholds stay: raised, they
+    let a long replay's memory grow). Thawed on the way out; no figure depends on it."""
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
     try:
         yield
     finally:
-        gc.set_threshold(*threshold)
         gc.unfreeze()
