@@ -11,9 +11,16 @@ then ``pddbench twin fit-host``) the twin judged is the calibrated one, and the 
 hardware (the scenario's configured links, no host costs) is shown beside it;
 ``--link-model SCENARIO=FILE`` gives one scenario its own file (``pddbench twin
 fit-windows`` fits a deployment's own KV connections, which differ between deployments).
-``--reuse`` keeps point folders already in ``--out``; ``--emulated DIR --virtual DIR
-[--uncalibrated DIR]`` compares existing capacity (or point) folders instead. Figures
-only; no pass/fail exit status.
+``--twin-seeds N`` (default 4) also runs the twin at deployment seeds 1..N (the servers'
+draws: MTP acceptance, tokens; the same trace window and plan) and prints each figure's
+range over the ensemble: near a pool's saturation, which instance a request lands on
+depends on the order of events milliseconds apart, and a figure such as same-dc-pd's TTFT
+P90 at its first rung moves by 1.9x between seeds (and by 2x between two emulated runs of
+one commit). A figure outside its tolerance but inside that spread is marked ``in spread``:
+one run of each backend cannot tell the two apart there. ``--reuse`` keeps point folders
+already in ``--out``; ``--emulated DIR --virtual DIR [--uncalibrated DIR] [--seeded DIR
+...]`` compares existing capacity (or point) folders instead. Figures only; no pass/fail
+exit status.
 
 The calibration, once per machine (root; one emulated replay per scenario, on another
 window of the trace than the one checked, e.g. day 30):
@@ -37,9 +44,24 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+from pddbench.harness.config.scenario import scenario_text
+from pddbench.harness.experiments.sweep import dump_toml
 from pddbench.twin.check import PointRun, compare, load_point, point_folders, render
+
+
+def seeded_scenario(scenario: str, seed: int, out: Path) -> str:
+    """A copy of ``scenario`` (a built-in name or a file) at deployment seed ``seed``,
+    written under ``out``; its path."""
+    text, _ = scenario_text(scenario)
+    data = tomllib.loads(text)
+    data.setdefault("deployment", {})["seed"] = seed
+    path = out / "scenarios" / f"{Path(scenario).stem}-seed{seed}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_toml(data))
+    return str(path)
 
 
 def run_point(
@@ -64,8 +86,14 @@ def by_point(root: Path | None) -> dict[tuple[int, float], PointRun]:
     return {(p.index, round(p.trace_start_s, 3)): p for p in map(load_point, point_folders(root))}
 
 
-def pairs(emulated: Path, virtual: Path, uncalibrated: Path | None = None) -> None:
+def pairs(
+    emulated: Path,
+    virtual: Path,
+    uncalibrated: Path | None = None,
+    seeded: list[Path] | None = None,
+) -> None:
     epoints, vpoints, upoints = by_point(emulated), by_point(virtual), by_point(uncalibrated)
+    spoints = [by_point(f) for f in seeded or []]
     for key in sorted(epoints.keys() & vpoints.keys()):
         e, v = epoints[key], vpoints[key]
         print(
@@ -75,7 +103,10 @@ def pairs(emulated: Path, virtual: Path, uncalibrated: Path | None = None) -> No
         )
         if e.excluded:  # the emulator fell behind: its figures are not a check
             print(f"EMULATED POINT EXCLUDED by the ladder ({e.excluded}): not a valid check")
-        print(render(compare(e, v, upoints.get(key))))
+        ensemble = [p[key] for p in spoints if key in p]
+        if ensemble:
+            print(f"twin seed ensemble: the twin at {len(ensemble) + 1} deployment seeds")
+        print(render(compare(e, v, upoints.get(key), ensemble or None)))
     for key in sorted(epoints.keys() ^ vpoints.keys()):
         print(f"\npoint {key}: only in one backend's folder; not compared")
 
@@ -96,9 +127,15 @@ def main() -> int:
     ap.add_argument("--emulated", type=Path, help="an emulated capacity folder to compare")
     ap.add_argument("--virtual", type=Path, help="... with this virtual one")
     ap.add_argument("--uncalibrated", type=Path, help="... and this uncalibrated virtual one")
+    ap.add_argument(
+        "--seeded", type=Path, action="append", default=[], help="... and these seeded twins"
+    )
+    ap.add_argument(
+        "--twin-seeds", type=int, default=4, help="also run the twin at seeds 1..N (0: none)"
+    )
     args = ap.parse_args()
     if args.emulated is not None and args.virtual is not None:
-        pairs(args.emulated, args.virtual, args.uncalibrated)
+        pairs(args.emulated, args.virtual, args.uncalibrated, args.seeded)
         return 0
     if args.trace is None or not args.scenario:
         ap.error("give --trace and --scenario (or --emulated DIR --virtual DIR)")
@@ -114,8 +151,15 @@ def main() -> int:
         for folder, backend, model in runs.values():
             if not (args.reuse and point_folders(folder)):
                 run_point(args.trace, s, backend, args.start, folder, model)
+        seeded = []
+        for k in range(1, args.twin_seeds + 1):
+            folder = args.out / f"virtual-seed{k}-{tag}"
+            if not (args.reuse and point_folders(folder)):
+                variant = seeded_scenario(s, k, args.out)
+                run_point(args.trace, variant, "virtual", args.start, folder, model)
+            seeded.append(folder)
         uncal = runs["uncalibrated"][0] if "uncalibrated" in runs else None
-        pairs(runs["emulated"][0], runs["virtual"][0], uncal)
+        pairs(runs["emulated"][0], runs["virtual"][0], uncal, seeded)
     return 0
 
 

@@ -6,7 +6,8 @@ TTFT P50/P90/P99, TPOT P50/P99, E2E P99, SLA attainment (the point's own verdict
 share of output tokens, relayed requests, WAN bytes (KV, A -> B), the decode side's
 (MD / D) prefix-cache hit rate, P's hit rate and the TTFT decomposition's means; the
 tolerances the twin is held to (:data:`TOLERANCES`); and the side-by-side rows with a
-within / outside verdict per figure. Reads run folders only: must not run a replay,
+verdict per figure: within the tolerance, within the twin's seed spread (the same twin at
+other deployment seeds), or outside. Reads run folders only: must not run a replay,
 choose a scenario or decide what a point is.
 """
 
@@ -167,6 +168,9 @@ class CheckRow:
     virtual: float
     tolerance: Tolerance | None
     uncalibrated: float | None = None  # the twin of the hardware (no fitted links or hosts)
+    # the figure's range over the twin's seed ensemble (the twin at its seed and at others):
+    # what the same deployment gives when only the servers' draws change
+    spread: tuple[float, float] | None = None
 
     @property
     def ratio(self) -> float:
@@ -180,28 +184,81 @@ class CheckRow:
             return None
         return self.tolerance.within(self.emulated, self.virtual)
 
+    @property
+    def in_spread(self) -> bool | None:
+        """Whether the emulated figure lies within the twin's seed spread, each end widened
+        by the tolerance (None without a tolerance or an ensemble)."""
+        if self.tolerance is None or self.spread is None:
+            return None
+        lo, hi = self.spread
+        if math.isnan(self.emulated) or math.isnan(lo) or math.isnan(hi):
+            return self.tolerance.within(self.emulated, lo)
+        if lo <= self.emulated <= hi:
+            return True
+        return self.tolerance.within(self.emulated, lo) or self.tolerance.within(self.emulated, hi)
+
+    @property
+    def verdict(self) -> str:
+        """``ok`` (the twin within the tolerance), ``in spread`` (outside it, but the emulated
+        figure lies within the twin's seed spread: the figure moves that much when only the
+        servers' draws change, so one run of each backend cannot tell them apart),
+        ``OUTSIDE``, or empty (no tolerance)."""
+        if self.within is None:
+            return ""
+        if self.within:
+            return "ok"
+        return "in spread" if self.in_spread else "OUTSIDE"
+
+
+def rows(
+    emulated: dict[str, float],
+    virtual: dict[str, float],
+    uncalibrated: dict[str, float] | None = None,
+    seeds: list[dict[str, float]] | None = None,
+) -> list[CheckRow]:
+    """Figures side by side; ``seeds``: the same twin at other deployment seeds (the spread
+    is taken over them and ``virtual``)."""
+    u = uncalibrated or {}
+    out = []
+    for k, e in emulated.items():
+        spread = None
+        if seeds:
+            vals = [v for v in (virtual[k], *(s[k] for s in seeds)) if not math.isnan(v)]
+            spread = (min(vals), max(vals)) if vals else (math.nan, math.nan)
+        out.append(CheckRow(k, e, virtual[k], TOLERANCES.get(k), u.get(k), spread))
+    return out
+
 
 def compare(
-    emulated: PointRun, virtual: PointRun, uncalibrated: PointRun | None = None
+    emulated: PointRun,
+    virtual: PointRun,
+    uncalibrated: PointRun | None = None,
+    seeds: list[PointRun] | None = None,
 ) -> list[CheckRow]:
     """The points' figures side by side (the same window of the same trace): the emulated
-    run, the twin it is judged against, and (optionally) the twin without calibration."""
-    e, v = figures(emulated), figures(virtual)
-    u = figures(uncalibrated) if uncalibrated is not None else {}
-    return [CheckRow(k, e[k], v[k], TOLERANCES.get(k), u.get(k)) for k in e]
+    run, the twin it is judged against, (optionally) the twin without calibration, and the
+    twin's seed ensemble (the same twin at other deployment seeds)."""
+    u = figures(uncalibrated) if uncalibrated is not None else None
+    s = [figures(p) for p in seeds] if seeds else None
+    return rows(figures(emulated), figures(virtual), u, s)
 
 
 def render(rows: list[CheckRow]) -> str:
-    """A fixed-width table: figure, emulated, virtual, v/e, tolerance, verdict (and the
-    uncalibrated twin's figure, when there is one)."""
+    """A fixed-width table: figure, emulated, virtual, v/e, tolerance, verdict (the
+    uncalibrated twin's figure and the twin's seed spread, when there are)."""
     extra = any(r.uncalibrated is not None for r in rows)
-    head = f"{'figure':24} {'emulated':>11} {'virtual':>11} {'v/e':>6}  {'bar':>8}  {'':7}"
+    seeded = any(r.spread is not None for r in rows)
+    head = f"{'figure':24} {'emulated':>11} {'virtual':>11} {'v/e':>6}  {'bar':>8}  {'':9}"
+    if seeded:
+        head += f" {'twin seeds min-max':>21}"
     lines = [head + (f" {'uncalibrated':>12}" if extra else "")]
     for r in rows:
         bar = r.tolerance.describe() if r.tolerance is not None else ""
-        mark = {True: "ok", False: "OUTSIDE", None: ""}[r.within]
         ratio = f"{r.ratio:6.2f}" if not math.isnan(r.ratio) else "     -"
-        line = f"{r.figure:24} {r.emulated:11.4g} {r.virtual:11.4g} {ratio}  {bar:>8}  {mark:7}"
+        line = f"{r.figure:24} {r.emulated:11.4g} {r.virtual:11.4g} {ratio}  {bar:>8}"
+        line += f"  {r.verdict:9}"
+        if seeded:
+            line += f" {r.spread[0]:10.4g}-{r.spread[1]:<10.4g}" if r.spread else " " * 22
         if extra:
             line += f" {r.uncalibrated:12.4g}" if r.uncalibrated is not None else ""
         lines.append(line.rstrip())
