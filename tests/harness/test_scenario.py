@@ -214,3 +214,19 @@ def test_manifest_cost_reads_back_as_a_scenario() -> None:
     scen = load_scenario("cross-dc-pd")
     again = Scenario.model_validate(scen.manifest())
     assert again.cost_model == scen.cost_model
+
+
+def test_a_copy_with_another_deployment_builds_its_own_deployment_config() -> None:
+    """deployment_config is cached: a copy with another deployment (a seed, the instances)
+    must not carry the original's (the twin would replay the old seed)."""
+    scen = load_scenario("pdd")
+    assert scen.deployment_config.seed == 0  # cached on the original
+    assert scen.deployment is not None
+    dep = scen.deployment.model_copy(update={"seed": 3})
+    copy = scen.model_copy(update={"deployment": dep})
+    assert copy.deployment_config.seed == 3
+    assert scen.deployment_config.seed == 0
+    renamed = scen.model_copy(update={"name": "pdd-b"})
+    assert renamed.deployment_config.name == "pdd-b"
+    scaled = scen.model_copy(update={"emulation_scale": 50.0})
+    assert scaled.deployment_config is scen.deployment_config  # nothing it depends on changed

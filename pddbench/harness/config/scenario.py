@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import tomllib
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -194,7 +195,7 @@ class Scenario(_Strict):
         except (TypeError, ValueError):
             number = math.nan
         if not number > 0 or math.isinf(number):
-            raise ValueError(f"got {v!r}; allowed: \"auto\" or a number > 0 (e.g. 8)")
+            raise ValueError(f'got {v!r}; allowed: "auto" or a number > 0 (e.g. 8)')
         return number
 
     @field_validator("deployment")
@@ -241,6 +242,16 @@ class Scenario(_Strict):
         if self.deployment is not None:
             return [(i.id, i.datacenter) for i in self.deployment.instances]
         return [(e.name, e.site) for e in self.engines]
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Scenario:
+        """A copy; one with another deployment or name builds its own :attr:`deployment_config`
+        (a plain copy would carry this one's cached value: the old seed, the old instances)."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and {"deployment", "name"} & update.keys():
+            copy.__dict__.pop("deployment_config", None)
+        return copy
 
     @functools.cached_property
     def deployment_config(self) -> DeploymentConfig:
