@@ -80,8 +80,7 @@ def main() -> int:
         caps: list[float | None] = []
         began = time.monotonic()
         for seed in range(args.seeds):
-            dep = scenario.deployment.model_copy(update={"seed": seed})
-            seeded = scenario.model_copy(update={"deployment": dep})
+            seeded = scenario.with_seed(seed)
             rs = RunSettings(out_root=args.out / f"seed{seed}", argv=sys.argv, virtual=True)
             row = twin_walk(
                 seeded, twin, trace, options, walk, template.full_sla(), info, rs, steady,

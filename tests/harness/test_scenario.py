@@ -225,6 +225,7 @@ def test_a_copy_with_another_deployment_builds_its_own_deployment_config() -> No
     dep = scen.deployment.model_copy(update={"seed": 3})
     copy = scen.model_copy(update={"deployment": dep})
     assert copy.deployment_config.seed == 3
+    assert scen.with_seed(5).deployment_config.seed == 5
     assert scen.deployment_config.seed == 0
     renamed = scen.model_copy(update={"name": "pdd-b"})
     assert renamed.deployment_config.name == "pdd-b"

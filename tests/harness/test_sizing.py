@@ -105,7 +105,8 @@ def test_whole_context_crosses_the_wan_without_a_decode_side_cache() -> None:
 
 def test_size_prints_its_table_and_chooses_on_the_twin(tmp_path: Path) -> None:
     """``pddbench size`` on a jan-feb-profile trace: the built-in and the shortlist
-    measured on the twin, the table printed with the chosen row, sizing.json written."""
+    measured on the twin at two deployment seeds, the table printed with the chosen row and
+    the seeds' range, sizing.json written."""
     from pddbench.workloads.synth import SynthOptions, synthesise
     from pddbench.workloads.synth_profile import load_profile
     from pddbench.workloads.traceio import write_trace
@@ -113,7 +114,8 @@ def test_size_prints_its_table_and_chooses_on_the_twin(tmp_path: Path) -> None:
     table = synthesise(load_profile("jan-feb"), SynthOptions(sessions=600, days=0.5)).table
     trace = write_trace(table, tmp_path / "jan-feb-profile.parquet")
     out = tmp_path / "o"
-    args = ["size", "--trace", str(trace), "--scenario", "same-dc-pd", "--top", "1", "--quick"]
+    args = ["size", "--trace", str(trace), "--scenario", "same-dc-pd", "--top", "1", "--quick",
+            "--seeds", "2"]  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-m", "pddbench", *args, "--out", str(out)],
         cwd=Path(__file__).resolve().parents[2],
@@ -127,9 +129,45 @@ def test_size_prints_its_table_and_chooses_on_the_twin(tmp_path: Path) -> None:
     assert sources == ["sized", "built-in"]
     assert "Sizing of same-dc-pd at 88 A-eq. (VIRTUAL TIME)" in proc.stdout
     assert "(built-in)" in proc.stdout
-    for r in result["rows"]:
+    assert "over 2 seeds min-max" in proc.stdout
+    for k, r in enumerate(result["rows"]):
         assert r["basis"] in ("capacity", "load-bounded", "refused")
         assert r["binding"] != "unknown"
+        assert len(r["seed_capacities"]) == 2
+        for seed in (0, 1):
+            assert list(
+                (out / "sizing-same-dc-pd" / str(k) / f"seed{seed}").glob("*/manifest.json")
+            )
     if result["chosen"] is not None:
         assert "CHOSEN" in proc.stdout
         assert f"same-dc-pd: chosen {result['rows'][result['chosen']]['deployment']}" in proc.stdout
+
+
+def test_the_median_walk_ranks_walks_without_a_capacity_lowest() -> None:
+    from pddbench.harness.sizing.search import median_walk
+
+    assert median_walk([8.9, 7.0, 9.4, 8.6, 8.9]) in (0, 4)  # 8.9: the middle of five
+    assert median_walk([5.0]) == 0
+    assert median_walk([6.0, None, 5.0]) == 2  # None, 5.0, 6.0
+    assert median_walk([6.0, 5.0]) == 1  # the lower middle of two
+
+
+def test_a_seeded_row_shows_its_range_and_the_table_its_column() -> None:
+    from pddbench.harness.sizing.result import SizedRow, SizingResult
+
+    base = dict(deployment="P 1x27", source="sized", cost=80.0, bound_rps=10.0,
+                bound_resource="prefill", basis="capacity", capacity=8.6)  # fmt: skip
+    one = SizedRow(**base)  # type: ignore[arg-type]
+    seeded = SizedRow(**base, seed_capacities=[8.9, 7.03, 9.41, 8.6, None])  # type: ignore[arg-type]
+    assert one.seeds_text() == "-"
+    assert seeded.seeds_text() == "7.03-9.41 (1 of 5 none)"
+    flat = SizingResult(system="s", budget=88, workload="w", priced=1, rows=[one], chosen=0)
+    assert flat.seeds == 1 and not any("seeds" in h for h in flat.table().headers)
+    both = SizingResult(system="s", budget=88, workload="w", priced=2, rows=[seeded, one],
+                        chosen=0)  # fmt: skip
+    table = both.table()
+    assert both.seeds == 5 and "over 5 seeds min-max" in table.headers
+    assert [c.text for c in table.rows[0]][4] == "7.03-9.41 (1 of 5 none)"
+    assert "median seed" in table.note
+    back = SizingResult.model_validate_json(both.model_dump_json())
+    assert back.rows[0].seed_capacities == [8.9, 7.03, 9.41, 8.6, None]

@@ -43,6 +43,14 @@ from pddbench.harness.plan.ladder_points import DEFAULT_LADDER, QUICK_LADDER
     show_default=True,
     help="Candidates (best per structure by the model's bound per cost) measured on the twin.",
 )
+@click.option(
+    "--seeds",
+    type=click.IntRange(1, 16),
+    default=1,
+    show_default=True,
+    help="Walk each candidate at deployment seeds 0..N-1 (the servers' draws) and read it at "
+    "the median seed: near capacity one seed's twin capacity moves by ~10-15 %.",
+)
 @click.option("--quick", is_flag=True, help="The quick ladder (150 requests a point).")
 @click.option(
     "--out",
@@ -63,6 +71,7 @@ def size(
     scenario_names: tuple[str, ...],
     budget: float | None,
     top: int,
+    seeds: int,
     quick: bool,
     out_root: Path,
     link_model: Path | None,
@@ -78,6 +87,7 @@ def size(
         settings=QUICK_LADDER if quick else DEFAULT_LADDER,
         budget=budget,
         top=top,
+        seeds=seeds,
         run_settings=run_settings(
             out_root, no_emulation=True, backend="virtual", link_model=link_model
         ),

@@ -253,6 +253,14 @@ class Scenario(_Strict):
             copy.__dict__.pop("deployment_config", None)
         return copy
 
+    def with_seed(self, seed: int) -> Scenario:
+        """This scenario with its deployment's seed (the servers' draws: MTP acceptance,
+        tokens) set to ``seed``."""
+        if self.deployment is None:
+            raise UserError(f"scenario {self.name} has no [deployment] to seed")
+        dep = self.deployment.model_copy(update={"seed": seed})
+        return self.model_copy(update={"deployment": dep})
+
     @functools.cached_property
     def deployment_config(self) -> DeploymentConfig:
         """The reference deployment as the servers read it (loopback addresses); built once."""

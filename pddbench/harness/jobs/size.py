@@ -37,8 +37,10 @@ def size_all(
     trace_info: TraceInfo,
     run_settings: RunSettings,
     steady: SteadyIndex | None = None,
+    seeds: int = 1,
 ) -> list[SizingResult]:
-    """Every system sized at ``budget`` on one steady index and one schedule."""
+    """Every system sized at ``budget`` on one steady index and one schedule (``seeds``:
+    deployment seeds each candidate is walked at)."""
     if not settings.steady:
         raise UserError("sizing measures steady-state points (the twin primes its caches)")
     steady = steady or SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
@@ -57,6 +59,7 @@ def size_all(
             run_settings=run_settings,
             steady=steady,
             schedule=schedule,
+            seeds=seeds,
         )
         folder = Path(run_settings.out_root) / f"sizing-{scenario.name}"
         folder.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ def size_job(
     budget: float | None,
     top: int,
     run_settings: RunSettings,
+    seeds: int = 1,
 ) -> list[SizingResult]:
     """Size each scenario at ``budget`` (None: the first scenario's own cost)."""
     scenarios = [load_scenario(n) for n in scenario_names]
@@ -63,6 +64,7 @@ def size_job(
         top=top,
         trace_info=trace_manifest(trace, trace_path, None),
         run_settings=run_settings,
+        seeds=seeds,
     )
     for r in results:
         row = r.chosen_row

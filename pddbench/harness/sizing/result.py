@@ -36,6 +36,9 @@ class SizedRow(BaseModel):
     binding_detail: str = ""
     wall_s: float = 0.0
     scenario: dict[str, object] = {}  # the candidate's scenario, as a scenario file holds it
+    # the twin capacity at deployment seeds 0, 1, ... (empty: one seed); with several, the
+    # row's capacity, interval and binding are the median seed's walk
+    seed_capacities: list[float | None] = []
 
     @property
     def bcr(self) -> float | None:
@@ -50,6 +53,15 @@ class SizedRow(BaseModel):
         hi = "open" if self.capacity_high is None else f"{self.capacity_high:.3g}"
         tag = "" if self.basis == "capacity" else f" ({self.basis})"
         return f"{self.capacity:.3g} [{lo}, {hi}]{tag}"
+
+    def seeds_text(self) -> str:
+        """The capacity's range over the seeds (``-``: one seed, or none found one)."""
+        got = [c for c in self.seed_capacities if c is not None]
+        if len(self.seed_capacities) < 2 or not got:
+            return "-"
+        missing = len(self.seed_capacities) - len(got)
+        tail = f" ({missing} of {len(self.seed_capacities)} none)" if missing else ""
+        return f"{min(got):.3g}-{max(got):.3g}{tail}"
 
 
 class SizingResult(BaseModel):
@@ -78,32 +90,44 @@ class SizingResult(BaseModel):
         path.write_text(self.model_dump_json(indent=2))
         return path
 
+    @property
+    def seeds(self) -> int:
+        """Deployment seeds each candidate was walked at."""
+        return max((len(r.seed_capacities) for r in self.rows), default=0) or 1
+
     def table(self) -> Table:
+        seeded = self.seeds > 1
         rows = []
         for i, r in enumerate(self.rows):
             bcr = r.bcr
-            rows.append(
-                (
-                    TCell(r.deployment + (" (built-in)" if r.source == "built-in" else "")),
-                    TCell(f"{r.cost:.4g}"),
-                    TCell(f"{r.bound_rps:.3g} ({r.bound_resource})"),
-                    TCell(r.capacity_text()),
-                    TCell("-" if bcr is None else f"{bcr * 100:.3g}"),
-                    TCell(r.binding),
-                    TCell("CHOSEN" if i == self.chosen else ""),
-                )
-            )
+            cells = [
+                TCell(r.deployment + (" (built-in)" if r.source == "built-in" else "")),
+                TCell(f"{r.cost:.4g}"),
+                TCell(f"{r.bound_rps:.3g} ({r.bound_resource})"),
+                TCell(r.capacity_text()),
+            ]
+            if seeded:
+                cells.append(TCell(r.seeds_text()))
+            cells += [
+                TCell("-" if bcr is None else f"{bcr * 100:.3g}"),
+                TCell(r.binding),
+                TCell("CHOSEN" if i == self.chosen else ""),
+            ]
+            rows.append(tuple(cells))
+        head = ["deployment", "cost", "model bound req/s (binds)", "twin capacity req/s [interval]"]
+        if seeded:
+            head.append(f"over {self.seeds} seeds min-max")
+        head += ["BCR x100", "binding resource (measured)", ""]
+        seeds_note = (
+            f" Each candidate was walked at deployment seeds 0-{self.seeds - 1} (the servers' "
+            "draws: MTP acceptance, tokens); its capacity, interval, BCR and binding are the "
+            "median seed's walk, and the range beside it is what the seed alone moves."
+            if seeded
+            else ""
+        )
         return Table(
             f"Sizing of {self.system} at {self.budget:g} A-eq. (VIRTUAL TIME)",
-            (
-                "deployment",
-                "cost",
-                "model bound req/s (binds)",
-                "twin capacity req/s [interval]",
-                "BCR x100",
-                "binding resource (measured)",
-                "",
-            ),
+            tuple(head),
             tuple(rows),
             f"{self.priced} candidates priced by the compute model ({self.workload}); the "
             "best per structure were measured on the virtual-time twin's capacity ladder; "
@@ -111,5 +135,5 @@ class SizingResult(BaseModel):
             "capacity. Twin capacity: SLA goodput where attainment crosses the target "
             "(interpolated in log rate; interval: bootstrap of the points' met counts). "
             "Binding resource: what the requests that missed the SLA at the "
-            "lowest missed point spent their time on (TPOT misses: decode TPOT).",
+            "lowest missed point spent their time on (TPOT misses: decode TPOT)." + seeds_note,
         )

@@ -6,7 +6,9 @@ ladder (:func:`~pddbench.harness.jobs.ladder.run_ladder` with the virtual backen
 same servers' decision code, the same steady points as an emulated walk) for the best
 ``top`` and for the scenario's own deployment, reads the binding resource at each walk's
 lowest missed point (:mod:`~pddbench.harness.sizing.binding`) and chooses the highest
-twin BCR. Prints progress with an ETA; returns (and saves) a
+twin BCR. With ``seeds`` > 1 each candidate walks at that many deployment seeds and is
+read at the median seed's walk (:func:`median_walk`), the capacities of all beside it.
+Prints progress with an ETA; returns (and saves) a
 :class:`~pddbench.harness.sizing.result.SizingResult`. Decides nothing the ladder, the
 bounds or the ranking decide; chooses only among what they measured.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -75,9 +77,11 @@ def size_system(
     run_settings: RunSettings,
     steady: SteadyIndex,
     schedule: Schedule | None = None,
+    seeds: int = 1,
     echo: Echo = lambda s: click.echo(s, err=True),
 ) -> SizingResult:
-    """Size ``scenario`` at ``budget`` (see the module docstring)."""
+    """Size ``scenario`` at ``budget`` (see the module docstring); ``seeds``: walk each
+    candidate at deployment seeds 0..seeds-1 and read it at the median seed's walk."""
     began = time.monotonic()
     roles, line = template(scenario)
     w = workload(steady, ladder_origin(trace, options))
@@ -95,28 +99,40 @@ def size_system(
     rows: list[SizedRow] = []
     for k, (source, r) in enumerate(todo):
         t0 = time.monotonic()
-        folder = Path(run_settings.out_root) / f"sizing-{scenario.name}" / f"{k}"
-        folder.mkdir(parents=True, exist_ok=True)
-        verdict, folders = run_ladder(
-            r.scenario,
-            trace,
-            options,
-            settings,
-            sla,
-            trace_info=trace_info,
-            run_settings=dataclasses.replace(virtual, out_root=folder),
-            schedule=schedule,
-            steady=steady,
-            echo=lambda s: None,
-        )
+        walks: list[tuple[LadderVerdict, list[Path]]] = []
+        for seed in range(seeds):
+            folder = Path(run_settings.out_root) / f"sizing-{scenario.name}" / f"{k}"
+            if seeds > 1:
+                folder = folder / f"seed{seed}"
+            folder.mkdir(parents=True, exist_ok=True)
+            walks.append(
+                run_ladder(
+                    r.scenario.with_seed(seed) if seed else r.scenario,
+                    trace,
+                    options,
+                    settings,
+                    sla,
+                    trace_info=trace_info,
+                    run_settings=dataclasses.replace(virtual, out_root=folder),
+                    schedule=schedule,
+                    steady=steady,
+                    echo=lambda s: None,
+                )
+            )
+        caps = [capacity_fields(v)["capacity"] for v, _ in walks]
+        verdict, folders = walks[median_walk(caps)]
         resource, detail = ladder_binding(verdict, by_index(verdict, folders), sla)
         row = _row(source, r, verdict, resource, detail, time.monotonic() - t0)
+        if seeds > 1:
+            row = row.model_copy(update={"seed_capacities": caps})
         rows.append(row)
         spent = time.monotonic() - began
         left = (len(todo) - k - 1) * spent / (k + 1)
         echo(
             f"pddbench: sizing {scenario.name}: {k + 1}/{len(todo)} {row.deployment} "
-            f"(cost {row.cost:.4g}): twin {row.capacity_text()} req/s, bound by "
+            f"(cost {row.cost:.4g}): twin {row.capacity_text()} req/s"
+            + (f" (over {seeds} seeds {row.seeds_text()})" if seeds > 1 else "")
+            + ", bound by "
             f"{row.binding}; {row.wall_s:.0f} s, ETA {left:.0f} s"
         )
     best = [i for i, row in enumerate(rows) if row.bcr is not None]
@@ -131,6 +147,16 @@ def size_system(
         reason="" if best else "no candidate reached a capacity on the twin",
         wall_s=time.monotonic() - began,
     )
+
+
+def median_walk(capacities: Sequence[float | None]) -> int:
+    """The index of the median walk by capacity (a walk without one ranks lowest; of an
+    even count, the lower middle: the conservative one)."""
+    order = sorted(
+        range(len(capacities)),
+        key=lambda i: (capacities[i] is not None, capacities[i] or 0.0, -i),
+    )
+    return order[(len(order) - 1) // 2]
 
 
 def _row(
