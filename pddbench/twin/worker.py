@@ -215,7 +215,9 @@ class TwinWorker:
         self._up: Direction | None = None  # to the router (looked up at its first message)
         self._message_s = fab.host.message_s
         self._sim = fab.sim
-        self._deliver = fab.deliver
+        # the messages to the router: one FIFO connection, so they arrive in the order sent
+        # (Direction.control); a lane runs those due together without a heap entry each
+        self._lane = fab.sim.lane(fab.deliver)
 
     # -- requests from the router ---------------------------------------------------------
     def open(self, spec: Spec) -> None:
@@ -293,8 +295,7 @@ class TwinWorker:
         up = self._up
         if up is None:
             up = self._up = self.fab.net.direction(self.inst, self.fab.router)
-        sim = self._sim
-        sim.at(up.control(sim.now) + self._message_s, self._deliver, self.inst.id, rid, item)
+        self._lane.at(up.control(self._sim.now) + self._message_s, self.inst.id, rid, item)
 
     # -- P's senders ----------------------------------------------------------------------
     def _start_senders(self, job: JobCore, computed: int) -> None:
