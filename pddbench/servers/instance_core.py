@@ -186,23 +186,25 @@ class InstanceCore:
         # would count tokens whose last one may end the request.
         relays: dict[str, JobCore] = {}
         job_of = self.jobs.get
+        run: Effect | None = None  # the last TOKEN effect built: a run is extended while it
+        run_tokens: list[int] = []  # is the last effect out, of the same job, contiguous
         for ev in events:
             job = job_of(ev.rid)
             if job is None:
                 continue
             if type(ev) is TokenOut:
                 if not job.finished:  # a step's tokens of one request: one run
-                    last = out[-1] if out else None
                     if (
-                        last is not None
-                        and last.job is job
-                        and last.do is _TOKEN
-                        and last.tokens is not None
-                        and last.n + len(last.tokens) == ev.position
+                        run is not None
+                        and run.job is job
+                        and out[-1] is run
+                        and run.n + len(run_tokens) == ev.position
                     ):
-                        last.tokens.append(ev.token)
+                        run_tokens.append(ev.token)
                     else:
-                        out.append(Effect(_TOKEN, job, ev.position, [ev.token]))
+                        run_tokens = [ev.token]
+                        run = Effect(_TOKEN, job, ev.position, run_tokens)
+                        out.append(run)
                 if ev.finish is not None:
                     if job.relay is not None and job.peer_address:
                         batch = job.relay.finish(ev.position + 1)

@@ -110,8 +110,10 @@ class TwinFlow:
                 twin.sim.at(at, worker.abort, self.rid)
 
     def deliver(self, instance_id: str, item: Any) -> None:
+        """A message from an instance (this runs for every message: the label's lookup,
+        ``_guard`` and the handling are inlined)."""
         core = self.core
-        label = core.label_of(instance_id)
+        label = core.labels.get(instance_id)  # core.label_of(instance_id)
         if label is None or self.closed:
             return
         if self.answered:
@@ -119,31 +121,28 @@ class TwinFlow:
                 core.drain_event(label, item)
             self._maybe_close()
             return
-        try:  # _guard's, inlined: this runs for every message
-            self._handle(label, item)
+        twin = self.twin
+        now = twin.sim.now
+        try:
+            if type(item) is tuple:  # the tokens of one step: (first position, ids)
+                ready = len(core.tokens(label, item[0], item[1], now))
+                if ready:
+                    t = twin.to_client(now)
+                    chunk_t = self.chunk_t
+                    if chunk_t and chunk_t[-1] == t:
+                        self.chunk_n[-1] += ready
+                    else:
+                        chunk_t.append(t)
+                        self.chunk_n.append(ready)
+            else:
+                self._act(core.event(label, item, now))
+            if core.complete and not self.answered:
+                if "P" not in core.opened or "P" in core.done_labels:
+                    self._answer()
+                else:
+                    twin.sim.after(STORY_GRACE_S, self._answer)
         except RequestFailed as exc:
             self._failed(str(exc))
-
-    def _handle(self, label: str, item: Any) -> None:
-        core, twin = self.core, self.twin
-        now = twin.sim.now
-        if type(item) is tuple:  # the tokens of one step: (first position, ids)
-            ready = len(core.tokens(label, item[0], item[1], now))
-            if ready:
-                t = twin.to_client(now)
-                chunk_t = self.chunk_t
-                if chunk_t and chunk_t[-1] == t:
-                    self.chunk_n[-1] += ready
-                else:
-                    chunk_t.append(t)
-                    self.chunk_n.append(ready)
-        else:
-            self._act(core.event(label, item, now))
-        if core.complete and not self.answered:
-            if "P" not in core.opened or "P" in core.done_labels:
-                self._answer()
-            else:
-                twin.sim.after(STORY_GRACE_S, self._answer)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
