@@ -71,7 +71,7 @@ class TwinFlow:
             seed=dep.seed,
         )
         self.story = story_for(core, spec, twin.sim.now)
-        self.core = FlowCore(core, spec, self.story, counters)
+        self.core = FlowCore(core, spec, self.story, counters, owner=self.rid)
         self.send_s = due.intended_send_s
         self.chunk_t: list[float] = []  # the chunks to the client: when each is read there
         self.chunk_n: list[int] = []  # ... and the tokens it carries

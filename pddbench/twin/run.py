@@ -32,6 +32,8 @@ from pddbench.twin.sim import Sim
 from pddbench.twin.worker import TwinWorker
 
 HashesOf = Callable[[PlannedRequest], list[int]]
+SETTLE_EVERY = 1000  # answered requests between two full collections (_settle)
+_NEVER = 1 << 30  # a generation-2 threshold the collector never reaches by itself
 
 
 class Twin:
@@ -130,14 +132,19 @@ def run_twin(
     keep = records.append if on_record is None else on_record
     sim = twin.sim
     wake: set[float] = set()
+    answered = 0
 
     def done(flow: TwinFlow) -> None:
+        nonlocal answered
         rec = flow.record
         assert rec is not None
         flow.record = None  # the flow may outlive its answer (late events): not its record
         keep(rec)
         player.complete(flow.rid, sim.now, ok=rec.status == "ok")
         arm()
+        answered += 1
+        if answered % SETTLE_EVERY == 0:
+            _settle()
 
     def send() -> None:
         wake.discard(sim.now)
@@ -166,14 +173,31 @@ def run_twin(
     return records
 
 
+def _settle() -> None:
+    """A full collection of what the run made since the last one, then what survives it
+    frozen out of the collector's later walks. The run's long-lived heap (the radix trees,
+    the affinity sets) grows and turns over all the time, and each automatic full
+    collection walked all of it again (a tenth of the run's time); settled every
+    :data:`SETTLE_EVERY` answers, each object is walked about once. A frozen object is
+    still freed when its last reference goes; only a reference cycle frozen alive (a
+    request in flight at a settle, if its objects formed one) outlives its use until the
+    run's end."""
+    gc.collect()
+    gc.freeze()
+
+
 @contextmanager
 def _start_frozen() -> Iterator[None]:
     """The cyclic collector while the clock runs: what exists at the start (the plan, the
-    trace's objects, the deployment) is frozen out of its walks, so a full collection
-    walks what the run made, not a whole trace's plan (its thresholds stay: raised, they
-    let a long replay's memory grow). Thawed on the way out; no figure depends on it."""
+    trace's objects, the deployment) is frozen out of its walks, the young generations are
+    collected as usual and full collections run only as :func:`_settle` s (the automatic
+    ones are off: they walked the whole long-lived heap, again and again). Thresholds
+    restored and everything thawed on the way out; no figure depends on it."""
+    saved = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(saved[0], saved[1], _NEVER)
     try:
         yield
     finally:
+        gc.set_threshold(*saved)
         gc.unfreeze()
