@@ -32,7 +32,7 @@ from pddbench.twin.sim import Sim
 from pddbench.twin.worker import TwinWorker
 
 HashesOf = Callable[[PlannedRequest], list[int]]
-SETTLE_EVERY = 1000  # answered requests between two full collections (_settle)
+SETTLE_EVERY = 5000  # answered requests between two full collections (_settle)
 _NEVER = 1 << 30  # a generation-2 threshold the collector never reaches by itself
 # allocations between young collections (CPython's default 700): each walks the young
 # objects still alive (the requests in flight), so fewer walks cost less in all; what a
