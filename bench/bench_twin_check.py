@@ -141,7 +141,7 @@ def main() -> int:
         ap.error("give --trace and --scenario (or --emulated DIR --virtual DIR)")
     models = dict(m.split("=", 1) if "=" in m else ("", m) for m in args.link_model)
     for s in args.scenario:
-        tag = f"{s}-x{args.start:g}"
+        tag = f"{Path(s).stem}-x{args.start:g}"  # a scenario file: its name, not its path
         found = models.get(s, models.get(""))
         model = Path(found) if found else None
         runs = {"emulated": (args.out / f"emulated-{tag}", "emulated", None)}
