@@ -6,8 +6,8 @@ saturation which instance a request lands on turns on events milliseconds apart,
 of one seed is not necessarily a precise one. This replays what the main job's twin does
 (``pddbench replay --trace jan-feb.parquet``: each system sized at the baseline's cost, then
 the twin's walk on the placed ladder the emulated walk uses, :func:`twin_walk`) at deployment
-seeds 0..N-1, and prints each system's capacity per seed, its range and the spread's
-relative half-width. The sizing comes from a main job's run folder (``--sizing DIR``: its
+seeds 0..N-1, and prints each system's capacity per seed (SLA goodput at the crossing, as
+the verdict table shows it), its range and the spread's relative half-width. The sizing comes from a main job's run folder (``--sizing DIR``: its
 ``sizing-<system>/sizing.json``) or is run here (about 5 min). Figures only; no pass/fail.
 
     .venv/bin/python bench/bench_twin_seeds.py --trace jan-feb.parquet [--seeds 5] \
@@ -86,7 +86,7 @@ def main() -> int:
                 seeded, twin, trace, options, walk, template.full_sla(), info, rs, steady,
                 schedule,
             )  # fmt: skip
-            caps.append(row.capacity_rps or row.capacity)
+            caps.append(row.capacity)  # SLA goodput at the crossing, as the verdict shows it
         got = [c for c in caps if c is not None]
         cells = " ".join(f"{c:8.3g}" if c is not None else f"{'-':>8}" for c in caps)
         lo, hi = (min(got), max(got)) if got else (float("nan"), float("nan"))

@@ -39,11 +39,6 @@ class Node:
         self.last = 0
         self.alive = True
 
-    @property
-    def children(self) -> dict[int, Node]:
-        """Its children by key, in the order they were added (a new dict, for reading)."""
-        return {c.key: c for c in self.nodes_below()}
-
     def nodes_below(self) -> Iterable[Node]:
         """Its children, in the order they were added."""
         if self.one is not None:

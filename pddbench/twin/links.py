@@ -292,10 +292,7 @@ class Direction:
             p = self._params[i]
         if self.usage is not None:
             self.usage.message(now, nbytes)
-        j = p.jitter_s  # delay(p), inlined: this runs for every message
-        d = p.delay_s if j <= 0 else p.delay_s + (-j + (j - -j) * self._random())
-        d = d if d > 0.0 else 0.0  # (max(0.0, d) without its call)
-        t = now + d + nbytes / p.rate_bytes_per_s
+        t = now + self.delay(p) + nbytes / p.rate_bytes_per_s
         last = self.last_control
         t = self.last_control = last if last > t else t  # max(t, last)
         return t

@@ -138,9 +138,9 @@ def _alive_paths(tree: RadixTree) -> set[tuple[int, ...]]:
     stack = [((), tree.root)]
     while stack:
         path, node = stack.pop()
-        for key, child in node.children.items():
-            out.add((*path, key))
-            stack.append(((*path, key), child))
+        for child in node.nodes_below():
+            out.add((*path, child.key))
+            stack.append(((*path, child.key), child))
     return out
 
 

@@ -19,6 +19,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -107,7 +108,7 @@ def size_system(
             folder.mkdir(parents=True, exist_ok=True)
             walks.append(
                 run_ladder(
-                    r.scenario.with_seed(seed) if seed else r.scenario,
+                    r.scenario if seeds == 1 else r.scenario.with_seed(seed),
                     trace,
                     options,
                     settings,
@@ -119,12 +120,19 @@ def size_system(
                     echo=lambda s: None,
                 )
             )
-        caps = [capacity_fields(v)["capacity"] for v, _ in walks]
-        verdict, folders = walks[median_walk(caps)]
+        fields = [capacity_fields(v) for v, _ in walks]
+        caps = [f["capacity"] for f in fields]
+        mid = median_walk(caps)
+        verdict, folders = walks[mid]
         resource, detail = ladder_binding(verdict, by_index(verdict, folders), sla)
-        row = _row(source, r, verdict, resource, detail, time.monotonic() - t0)
-        if seeds > 1:
-            row = row.model_copy(update={"seed_capacities": caps})
+        row = SizedRow(
+            **_bound_fields(source, r),
+            **fields[mid],
+            binding=resource,
+            binding_detail=detail,
+            wall_s=time.monotonic() - t0,
+            seed_capacities=caps if seeds > 1 else [],
+        )
         rows.append(row)
         spent = time.monotonic() - began
         left = (len(todo) - k - 1) * spent / (k + 1)
@@ -159,23 +167,18 @@ def median_walk(capacities: Sequence[float | None]) -> int:
     return order[(len(order) - 1) // 2]
 
 
-def _row(
-    source: str, r: Ranked, verdict: LadderVerdict, resource: str, detail: str, wall_s: float
-) -> SizedRow:
+def _bound_fields(source: str, r: Ranked) -> dict[str, Any]:
+    """A candidate's row fields before the twin: deployment, cost, the model's bound."""
     b = r.binding
-    return SizedRow(
-        deployment=r.text(),
-        source=source,
-        cost=r.cost,
-        bound_rps=b.req_per_s,
-        bound_resource=b.resource,
-        bound_detail=f"{b.role}: {b.detail}",
-        **capacity_fields(verdict),
-        binding=resource,
-        binding_detail=detail,
-        wall_s=wall_s,
-        scenario=r.scenario.model_dump(exclude_unset=True, mode="json"),
-    )
+    return {
+        "deployment": r.text(),
+        "source": source,
+        "cost": r.cost,
+        "bound_rps": b.req_per_s,
+        "bound_resource": b.resource,
+        "bound_detail": f"{b.role}: {b.detail}",
+        "scenario": r.scenario.model_dump(exclude_unset=True, mode="json"),
+    }
 
 
 def ladder_binding(verdict: LadderVerdict, runs: Mapping[int, Path], sla: SLA) -> tuple[str, str]:
