@@ -7,7 +7,8 @@ of one seed is not necessarily a precise one. This replays what the main job's t
 (``pddbench replay --trace jan-feb.parquet``: each system sized at the baseline's cost, then
 the twin's walk on the placed ladder the emulated walk uses, :func:`twin_walk`) at deployment
 seeds 0..N-1, and prints each system's capacity per seed (SLA goodput at the crossing, as
-the verdict table shows it), its range and the spread's relative half-width. The sizing comes from a main job's run folder (``--sizing DIR``: its
+the verdict table shows it), its range and the spread's relative half-width. The sizing
+comes from a main job's run folder (``--sizing DIR``: its
 ``sizing-<system>/sizing.json``) or is run here (about 5 min). Figures only; no pass/fail.
 
     .venv/bin/python bench/bench_twin_seeds.py --trace jan-feb.parquet [--seeds 5] \
