@@ -27,7 +27,7 @@ from pddbench.harness.config.replay import ReplayOptions
 from pddbench.harness.config.scenario import load_scenario
 from pddbench.harness.jobs.equal_cost import chosen_scenario, placed_ladder
 from pddbench.harness.jobs.ladder import ladder_origin, trace_schedule
-from pddbench.harness.jobs.main_job import main_ladder
+from pddbench.harness.jobs.main_job import TWIN_SEEDS, main_ladder
 from pddbench.harness.jobs.main_steps import size, twin_walk
 from pddbench.harness.jobs.replay import trace_manifest
 from pddbench.harness.jobs.run_system import RunSettings
@@ -50,7 +50,7 @@ def main() -> int:
     trace = load_trace(args.trace)
     options, _ = default_selection(trace.table, ReplayOptions(), trace.epoch)
     info = trace_manifest(trace, args.trace, None)
-    settings = main_ladder(len(templates))
+    settings = main_ladder(len(templates), twin_walks=TWIN_SEEDS)
     steady = SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
     schedule = trace_schedule(trace, options, steady)
     first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
@@ -86,7 +86,7 @@ def main() -> int:
             row = twin_walk(
                 seeded, twin, trace, options, walk, template.full_sla(), info, rs, steady,
                 schedule,
-            )  # fmt: skip
+            ).row  # fmt: skip
             caps.append(row.capacity)  # SLA goodput at the crossing, as the verdict shows it
         got = [c for c in caps if c is not None]
         cells = " ".join(f"{c:8.3g}" if c is not None else f"{'-':>8}" for c in caps)

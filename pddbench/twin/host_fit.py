@@ -5,14 +5,18 @@ and scenario, its records), plans the same requests from the trace as the replay
 replays them through the twin (with a link-model file's links and host costs, when given)
 and fits :class:`~pddbench.twin.host.HostCosts` hop by hop, paired by request id
 (:func:`~pddbench.twin.host.costs_from`); a hop's cost shows in later parts too, so
-the twin is re-run with each fit and the residuals added, round after round. Must not run
-an emulated replay or write the file (``pddbench twin fit-host`` does).
+the twin is re-run with each fit and the residuals added, round after round. Owns
+:func:`fit_points` too: the same rounds (:func:`refine`) on a plan the caller's twin runs
+(the main job's emulated walk's first point; the twin's, the same trace window at the
+same rate).
+Must not run an emulated replay or write the file (``pddbench twin fit-host`` does).
 """
 
 from __future__ import annotations
 
 import platform
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,12 +101,55 @@ def fit_run(
     dep, net = twin_config(sc, link_model)
     plan = prepare(trace, options)
     source = f"fitted on {run_dir.name} ({sc.name}, {len(emulated)} records)"
-    costs = link_model.host if link_model is not None else NONE
+    start = link_model.host if link_model is not None else NONE
     caps = link_model.flow_caps() if link_model is not None else None
+
+    def twin(costs: HostCosts) -> pd.DataFrame:
+        records = replay_records(plan, options, dep, net, host=costs, flow_caps=caps)
+        return pd.DataFrame([vars(r) for r in records])
+
+    return refine(emulated, twin, source, start, rounds)
+
+
+def refine(
+    emulated: pd.DataFrame,
+    twin: Callable[[HostCosts], pd.DataFrame],
+    source: str,
+    start: HostCosts,
+    rounds: int,
+) -> list[FitRound]:
+    """The rounds of a fit: ``twin(costs)`` (the twin's records of the emulated run's
+    plan, run with ``costs``) from ``start``, each round's costs the last plus its
+    residuals (:func:`costs_from`); ``rounds`` refits, so ``rounds + 1`` twin runs, the
+    last only measuring what the fit leaves."""
+    costs = start
     out: list[FitRound] = []
-    for k in range(rounds + 1):  # the last run only measures what the fit leaves
+    for k in range(rounds + 1):
         if k:
             costs = costs_from(out[-1].residuals, source, start=costs)
-        records = replay_records(plan, options, dep, net, host=costs, flow_caps=caps)
-        out.append(FitRound(costs, hop_excess(emulated, pd.DataFrame([vars(r) for r in records]))))
+        out.append(FitRound(costs, hop_excess(emulated, twin(costs))))
     return out
+
+
+def fit_points(
+    emulated_dir: Path,
+    twin_first: Path,
+    rerun: Callable[[HostCosts], Path],
+    rounds: int = 2,
+) -> list[FitRound]:
+    """:func:`refine` from an emulated run and the twin's run of the same plan at no host
+    costs (``twin_first``), re-run with costs by ``rerun`` (its run folder): the main job's
+    check fits on its walks' first points, a steady ladder point whose plan (sessions in
+    progress, primed caches) :func:`fit_run`'s replay options cannot re-plan."""
+    emulated_manifest(emulated_dir)
+    e = pd.read_parquet(emulated_dir / "requests.parquet")
+    source = f"fitted on {emulated_dir.name} ({len(e)} records, {rounds} rounds)"
+
+    def twin(costs: HostCosts) -> pd.DataFrame:
+        folder = twin_first if costs == NONE else rerun(costs)
+        try:
+            return pd.read_parquet(folder / "requests.parquet")
+        except (OSError, ValueError) as exc:
+            raise UserError(f"host costs: {folder} has no readable records ({exc})") from exc
+
+    return refine(e, twin, source, NONE, rounds)

@@ -107,6 +107,18 @@ def test_sentence_names_each_ratio_interval_and_binding() -> None:
     )
 
 
+def test_sentence_of_twin_bcrs_says_so_and_what_the_emulated_check_found() -> None:
+    base = SAME_DC.model_copy(update={"bcr_source": "twin", "twin_seeds": [26.0, 27.5, 29.0]})
+    pdd = PDD.model_copy(update={"bcr_source": "twin", "twin_seeds": [21.0, 22.9, 24.0]})
+    assert verdict(base, pdd).sentence() == (
+        f"{HEAD}, on the virtual-time twin (the median of 3 deployment seeds, the range over "
+        "them) checked by the real-time run (emulated WAN, scale 1/100 for every system), "
+        "pdd delivers -19 % [-30 %, -7 %] goodput per unit cost against same-dc-pd, bound by "
+        "decode TPOT (emulated check: DISAGREES (22.9 outside [19.2, 23.7])) (same-dc-pd: "
+        "bound by prefill; emulated check: agrees)."
+    )
+
+
 def test_sentence_of_a_system_without_a_bcr_says_why() -> None:
     assert verdict(SAME_DC, PDD, CROSS).sentence() == (
         f"{HEAD}, pdd delivers -19 % [-30 %, -7 %] goodput per unit cost against "
@@ -183,9 +195,16 @@ def test_a_bad_verdict_file_is_one_line_naming_it(tmp_path: Path) -> None:
 TABLE_TEXTS = (
     # system, deployment, source, cost, twin, emulated, agreement, BCR, ratio, binding
     ("same-dc-pd (baseline)", SAME_DC.deployment, "sized", "88", "27.5 [26, 29]"),
-    ("26.8 [24.1, 29.3]", "agree", "0.305", "baseline", "prefill", "TTFT P99 at capacity"),
+    (
+        "26.8 [24.1, 29.3]",
+        "agree",
+        "0.305 (emulated)",
+        "baseline",
+        "prefill",
+        "TTFT P99 at capacity",
+    ),
     ("pdd", PDD.deployment, "87.6", "22.9 [21, open]", "21.6 [19.2, 23.7]", "disagree"),
-    ("0.247", "-19 % [-30 %, -7 %]", "decode TPOT", "main decode on H20, batch ~28"),
+    ("0.247 (emulated)", "-19 % [-30 %, -7 %]", "decode TPOT", "main decode on H20, batch ~28"),
     ("cross-dc-pd", CROSS.deployment, "built-in", "refused: the SLA failed at the lowest load"),
     ("WAN",),
 )

@@ -69,11 +69,13 @@ PDD = [(4.0, 4000, 4000), (6.0, 3980, 4000), (8.0, 3000, 4000)]
 
 def test_ratio_interval_takes_every_corner_and_agreement_reads_the_emulated_interval() -> None:
     b = system_verdict(
-        "same-dc-pd", "d", "sized", 88.0, "", twin(10.19), walk("b", BASE), ("prefill", "")
-    )
+        "same-dc-pd", "d", "sized", 88.0, "", twin(10.19), walk("b", BASE), ("prefill", ""),
+        bcr_source="emulated",
+    )  # fmt: skip
     p = system_verdict(
-        "pdd", "d", "sized", 80.0, "", twin(3.0), walk("p", PDD), ("decode TPOT", "")
-    )
+        "pdd", "d", "sized", 80.0, "", twin(3.0), walk("p", PDD), ("decode TPOT", ""),
+        bcr_source="emulated",
+    )  # fmt: skip
     v = compose([b, p], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
     row, base = v.row("pdd"), v.row("same-dc-pd")
     assert row is not None and base is not None
@@ -84,6 +86,10 @@ def test_ratio_interval_takes_every_corner_and_agreement_reads_the_emulated_inte
     assert row.bcr_ratio_low == pytest.approx(row.emulated_low / base.emulated_high * 88 / 80)  # type: ignore[operator]
     assert row.bcr_ratio_high == pytest.approx(row.emulated_high / base.emulated_low * 88 / 80)  # type: ignore[operator]
     assert row.bcr_ratio_low < row.bcr_ratio < row.bcr_ratio_high  # type: ignore[operator]
+    assert row.bcr_source == "emulated" and row.check_text() == ""
+    assert (row.emulated_ratio, row.emulated_ratio_low, row.emulated_ratio_high) == (
+        row.bcr_ratio, row.bcr_ratio_low, row.bcr_ratio_high,
+    )  # fmt: skip
     assert base.agreement == "agree"
     assert row.agreement == "disagree" and any("DISAGREE" in n for n in v.notes)
     assert "pdd delivers" in v.sentence() and "bound by decode TPOT" in v.sentence()
@@ -108,3 +114,76 @@ def test_the_walk_starts_below_the_twins_capacity() -> None:
     assert rungs[0] < 8.0 < rungs[1]
     assert placed_ladder(DEFAULT_LADDER, None, 8.0) == DEFAULT_LADDER
     assert placed_ladder(DEFAULT_LADDER, 4.0, None) == DEFAULT_LADDER
+
+
+def test_over_several_seeds_the_twin_agrees_when_its_range_overlaps_the_emulated_interval() -> None:
+    from pddbench.harness.jobs.equal_cost import agree
+
+    one = twin(6.0)
+    assert agree(one, "capacity", 7.0, 9.0)[0] == "disagree"  # one seed: its value alone
+    seeded = one.model_copy(update={"seed_capacities": [5.1, 6.0, 7.3]})
+    state, text = agree(seeded, "capacity", 7.0, 9.0)
+    assert state == "agree" and "over 3 seeds 5.1-7.3" in text and "overlaps" in text
+    state, text = agree(seeded, "capacity", 7.5, None)
+    assert state == "disagree" and "does NOT overlap" in text and "[7.5, open]" in text
+    assert agree(seeded, "load-bounded", 7.0, 9.0)[0] == "unknown"
+    # a seed without a capacity does not widen the range, and the row carries every seed
+    gaps = one.model_copy(update={"seed_capacities": [None, 6.0, 6.5]})
+    assert agree(gaps, "capacity", 7.0, 9.0)[0] == "disagree"
+    row = system_verdict("s", "d", "sized", 88.0, "", seeded, walk("s", BASE), ("prefill", ""))
+    assert row.twin_seeds == [5.1, 6.0, 7.3]
+    assert row.twin_text().endswith("; 3 seeds 5.1-7.3")
+    assert twin_row_text(one) == "6 [0, 7.2]"
+
+
+def twin_row_text(t: SizedRow) -> str:
+    return system_verdict("s", "d", "sized", 88.0, "", t, walk("s", BASE), ("p", "")).twin_text()
+
+
+def test_the_verdicts_bcr_is_the_twins_with_the_range_over_seed_pairs_the_walk_its_check() -> None:
+    seeded = twin(10.0).model_copy(update={"seed_capacities": [9.0, 10.0, 11.0]})
+    b = system_verdict("same-dc-pd", "d", "sized", 88.0, "", seeded, walk("b", BASE), ("p", ""))
+    pdd_twin = twin(4.0).model_copy(update={"seed_capacities": [3.6, 4.0, 4.4]})
+    p = system_verdict("pdd", "d", "sized", 80.0, "", pdd_twin, walk("p", PDD), ("decode", ""))
+    v = compose([b, p], budget=88, sla_text="s", emulation="emulated WAN", quick=False, wall_s=1)
+    row = v.row("pdd")
+    assert row is not None and row.bcr_source == "twin"
+    assert row.bcr == pytest.approx(4.0 / 80) and row.emulated_bcr is not None
+    assert row.bcr_ratio == pytest.approx((4.0 / 80) / (10.0 / 88))
+    assert row.bcr_ratio_low == pytest.approx(3.6 / 11.0 * 88 / 80)  # every pair of seeds
+    assert row.bcr_ratio_high == pytest.approx(4.4 / 9.0 * 88 / 80)
+    assert row.emulated_ratio is not None and row.emulated_ratio != row.bcr_ratio
+    # the emulated walk (capacity ~6.9, interval above 4.4) disagrees: said with the figure
+    assert row.agreement == "disagree" and "DISAGREES" in row.check_text()
+    text = v.sentence()
+    assert "on the virtual-time twin (the median of 3 deployment seeds" in text
+    assert "checked by the real-time run (emulated WAN)" in text
+    assert "emulated check: DISAGREES" in text
+    assert any(n.startswith("BCR: the twin's capacity (the median of 3") for n in v.notes)
+    # one seed: the corners of the twin intervals; a twin without a capacity: the walk's
+    one = system_verdict("x", "d", "sized", 80.0, "", twin(4.0), walk("x", PDD), ("d", ""))
+    lone = compose([b, one], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
+    got = lone.row("x")
+    assert got is not None and got.bcr_ratio_low == pytest.approx(0.0)  # x's twin low is 0
+    assert got.bcr_ratio_high is None  # the baseline's twin interval starts at 0: open
+    bare = twin(4.0).model_copy(update={"basis": "load-bounded"})
+    w = system_verdict("w", "d", "sized", 80.0, "", bare, walk("w", PDD), ("d", ""))
+    assert w.bcr_source == "emulated" and w.bcr == w.emulated_bcr
+    mixed = compose([b, w], budget=88, sla_text="s", emulation="e", quick=False, wall_s=1)
+    m = mixed.row("w")
+    assert m is not None and m.bcr_ratio is None and "no ratio" in m.reason
+
+
+def test_the_agreement_is_read_against_the_check_twin_with_this_hosts_costs() -> None:
+    hardware = twin(7.5).model_copy(update={"seed_capacities": [7.2, 7.5, 7.6]})
+    hosted = twin(5.9).model_copy(update={"seed_capacities": [5.5, 5.9, 6.3]})
+    # the emulated walk (PDD: ~5.97, its interval within [5.9, 6]) against each
+    bare = system_verdict("s", "d", "sized", 88.0, "", hardware, walk("s", PDD), ("p", ""))
+    row = system_verdict(
+        "s", "d", "sized", 88.0, "", hardware, walk("s", PDD), ("p", ""),
+        check=hosted, host_s=0.12,
+    )  # fmt: skip
+    assert bare.agreement == "disagree" and row.agreement == "agree"
+    assert row.agreement_text.startswith("with this host's costs (120 ms a request): twin 5.9")
+    assert (row.check_capacity, row.check_seeds, row.host_s) == (5.9, [5.5, 5.9, 6.3], 0.12)
+    assert row.bcr == pytest.approx(7.5 / 88.0)  # the verdict's BCR stays the hardware twin's

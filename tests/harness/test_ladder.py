@@ -347,9 +347,12 @@ def test_an_excluded_bisection_point_keeps_the_capacity() -> None:
 
 def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> None:
     from pddbench.harness.jobs.main_job import (
+        CHECK_SEEDS,
         DEPLOY_ALLOWANCE_S,
         JOB_BUDGET_S,
         REPORT_RESERVE_S,
+        TWIN_SEEDS,
+        TWIN_WALK_ALLOWANCE_S,
         main_ladder,
         plan_text,
     )
@@ -360,6 +363,13 @@ def test_the_main_job_plan_fits_its_time_and_is_the_same_for_every_system() -> N
     assert planned <= JOB_BUDGET_S
     text = plan_text(s, 3)
     assert "3 systems" in text and "x1, x2, x4, x8" in text and "planned <= 30.0 min" in text
+    # the twin's seeded walks come out of each system's share, not on top of the job's time
+    seeded = main_ladder(3, twin_walks=TWIN_SEEDS + CHECK_SEEDS)
+    twin_s = TWIN_WALK_ALLOWANCE_S * (TWIN_SEEDS + CHECK_SEEDS)
+    assert seeded.budget_s == pytest.approx(s.budget_s - twin_s)
+    text = plan_text(seeded, 3, twin_walks=TWIN_SEEDS, check_walks=CHECK_SEEDS)
+    assert f"twin's walk at {TWIN_SEEDS} seed(s) + the check's at {CHECK_SEEDS}" in text
+    assert "planned <= 30.0 min" in text
     # the budget holds the ladder's climb with each point's worst-case draining
     sched = _uniform(2.0 / s.start)  # the first rung offers 2 req/s
     climb = sum(

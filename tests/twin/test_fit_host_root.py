@@ -63,3 +63,30 @@ def test_fit_host_pairs_an_emulated_run_and_the_twin_carries_the_fit(tmp_path: P
     both = bare.merge(with_host, on="request_id", suffixes=("", "_h"))
     added = (both.ttft_router_queue_s_h - both.ttft_router_queue_s).median()
     assert added == pytest.approx(host["route_s"] + host["open_s"] + host["message_s"], rel=0.05)
+
+    # the same rounds on runs the caller makes (what the main job's check fits on its
+    # walks' first points): the same costs as fit-host's, and a twin run is refused as the
+    # emulated side
+    from pddbench.errors import UserError
+    from pddbench.twin.calibrate import LinkModelFile
+    from pddbench.twin.host import HostCosts
+    from pddbench.twin.host_fit import fit_points
+
+    base = LinkModelFile.model_validate_json(model.read_text())
+    made: list[Path] = []
+
+    def rerun(costs: HostCosts) -> Path:
+        f = tmp_path / f"round{len(made)}.json"
+        f.write_text(base.model_copy(update={"host": costs}).model_dump_json())
+        out = tmp_path / f"r{len(made)}"
+        _run("replay", *common, "--backend", "virtual", "--link-model", str(f), "--out", str(out))
+        made.append(_run_dir(out))
+        return made[-1]
+
+    bare_dir = _run_dir(tmp_path / "bare")
+    fit = fit_points(emulated, bare_dir, rerun, rounds=3)
+    assert len(made) == 3 and fit[-1].costs.requests == 24
+    for hop in ("route_s", "open_s", "message_s"):
+        assert getattr(fit[-1].costs, hop) == pytest.approx(host[hop], rel=0.05, abs=2e-4), hop
+    with pytest.raises(UserError, match="virtual run"):
+        fit_points(bare_dir, bare_dir, rerun)

@@ -1,6 +1,8 @@
 """The live view of a running replay: a refreshing status line on a terminal, log lines elsewhere.
 
-Shows sent, in flight, done, errors, TTFT P50/P99 so far and schedule lag P99. On a
+Shows sent, in flight, done, errors, censored (cut by the harness's own request limit: not
+errors, see :class:`~pddbench.harness.rundir.records.Status`), TTFT P50/P99 so far and
+schedule lag P99. On a
 terminal it redraws one line (rich) every ``interval_s``; when stderr is not a terminal
 (CI, nohup, pipes) it prints a plain line every ``log_interval_s`` instead.
 """
@@ -26,15 +28,18 @@ class LiveCounters:
 
     sent: int = 0
     done: int = 0
-    errors: int = 0
+    errors: int = 0  # settled neither ok nor censored
+    censored: int = 0  # cut by the harness's own request limit while still answering
     in_flight: int = 0
     ttft_s: list[float] = field(default_factory=list)
     lag_s: list[float] = field(default_factory=list)
 
     def count(self, record: RequestRecord) -> None:
-        """A settled request: one more done (and error, unless it is ok)."""
+        """A settled request: one more done (and error, unless it is ok or censored)."""
         self.done += 1
-        if record.status != Status.OK:
+        if record.status == Status.CENSORED:
+            self.censored += 1
+        elif record.status != Status.OK:
             self.errors += 1
 
     def observe(self, record: RequestRecord) -> None:
@@ -70,7 +75,8 @@ def status_line(stats: LiveCounters, total: int, elapsed_s: float, label: str = 
     prefix = f"[{label}] " if label else ""
     return (
         f"{prefix}{elapsed_s:6.0f}s sent {stats.sent}/{total} in-flight {stats.in_flight} "
-        f"done {stats.done} errors {stats.errors} | TTFT p50 {ms(_pct(stats.ttft_s, 50))} "
+        f"done {stats.done} errors {stats.errors} censored {stats.censored} | "
+        f"TTFT p50 {ms(_pct(stats.ttft_s, 50))} "
         f"p99 {ms(_pct(stats.ttft_s, 99))} | lag p99 {ms(_pct(stats.lag_s, 99))}"
     )
 

@@ -22,7 +22,7 @@ from pddbench.harness.analysis.crossing import METHOD, walk_capacity
 from pddbench.harness.config.scenario import Scenario
 from pddbench.harness.plan.ladder_points import LadderSettings
 from pddbench.harness.rundir.ladder import LadderVerdict
-from pddbench.harness.rundir.main_verdict import MainVerdict, SystemVerdict
+from pddbench.harness.rundir.main_verdict import BcrSource, MainVerdict, SystemVerdict
 from pddbench.harness.sizing.result import SizedRow, SizingResult
 
 PLACE_BELOW = 0.8  # the first rung, as a share of the twin's capacity (the next: x growth)
@@ -88,8 +88,16 @@ def system_verdict(
     walk: LadderVerdict | None,
     binding: tuple[str, str],
     reason: str = "",
+    bcr_source: BcrSource = "twin",
+    check: SizedRow | None = None,
+    host_s: float | None = None,
 ) -> SystemVerdict:
-    """One system's row before the ratio to the baseline."""
+    """One system's row before the ratio to the baseline. Its BCR is the twin's capacity ÷
+    cost when ``bcr_source`` is ``"twin"`` and the twin found a capacity, else the walk's
+    (``"emulated"``: a run whose walk is the twin itself, or one without a twin); the
+    walk's own BCR is kept beside it as the check's. ``check``: the twin of the emulated
+    deployment (this host's costs, ``host_s`` a request, added to the hardware's twin):
+    the agreement is read against it, like against like; without it, against ``twin``."""
     emulated = lo = hi = None
     basis = "failed" if reason else "not run"
     if walk is not None:
@@ -97,15 +105,15 @@ def system_verdict(
         basis, emulated, lo, hi = (
             got[k] for k in ("basis", "capacity", "capacity_low", "capacity_high")
         )
-    agreement, text = "unknown", "no emulated capacity or no twin capacity"
-    if twin is not None and twin.capacity is not None and basis == "capacity":
-        inside = (lo or 0.0) <= twin.capacity and (hi is None or twin.capacity <= hi)
-        agreement = "agree" if inside else "disagree"
-        text = (
-            f"twin {twin.capacity:.3g} req/s {'inside' if inside else 'OUTSIDE'} the emulated "
-            f"interval [{lo or 0:.3g}, {'open' if hi is None else f'{hi:.3g}'}]"
-        )
-    bcr = emulated / cost if emulated is not None and basis == "capacity" and cost > 0 else None
+    agreement, text = agree(check or twin, basis, lo, hi)
+    if check is not None and host_s is not None:
+        text = f"with this host's costs ({host_s * 1e3:.0f} ms a request): {text}"
+    walk_bcr = (
+        emulated / cost if emulated is not None and basis == "capacity" and cost > 0 else None
+    )
+    twin_bcr = twin.capacity / cost if twin is not None and twin.bcr is not None else None
+    use_twin = bcr_source == "twin" and twin_bcr is not None
+    bcr = twin_bcr if use_twin else walk_bcr
     return SystemVerdict(
         system=name,
         deployment=deployment,
@@ -115,6 +123,10 @@ def system_verdict(
         twin_capacity=twin.capacity if twin else None,
         twin_low=twin.capacity_low if twin else None,
         twin_high=twin.capacity_high if twin else None,
+        twin_seeds=list(twin.seed_capacities) if twin else [],
+        check_capacity=check.capacity if check else None,
+        check_seeds=list(check.seed_capacities) if check else [],
+        host_s=host_s if check else None,
         emulated_basis=basis,
         emulated_capacity=emulated,
         emulated_low=lo,
@@ -122,24 +134,83 @@ def system_verdict(
         agreement=agreement,  # type: ignore[arg-type]
         agreement_text=text,
         bcr=bcr,
+        bcr_source="twin" if use_twin else "emulated",
+        emulated_bcr=walk_bcr,
         binding=binding[0],
         binding_detail=binding[1],
         reason=reason or (walk.reason if walk is not None and bcr is None else ""),
     )
 
 
+def agree(twin: SizedRow | None, basis: str, lo: float | None, hi: float | None) -> tuple[str, str]:
+    """Whether the twin and the emulated walk agree, and how it was read. One twin seed:
+    its capacity inside the emulated interval [``lo``, ``hi``]. Several seeds: their range
+    overlaps that interval: near saturation a seed is one draw of the servers' randomness
+    (the range, not the median alone, is what the twin says), and the emulated interval is
+    what the emulated walk says; two statements that overlap cannot be told apart."""
+    if twin is None or twin.capacity is None or basis != "capacity":
+        return "unknown", "no emulated capacity or no twin capacity"
+    low, high = lo or 0.0, math.inf if hi is None else hi
+    interval = f"[{low:.3g}, {'open' if hi is None else f'{hi:.3g}'}]"
+    seeds = [c for c in twin.seed_capacities if c is not None]
+    if len(twin.seed_capacities) > 1 and seeds:
+        ok = min(seeds) <= high and max(seeds) >= low
+        return ("agree" if ok else "disagree"), (
+            f"twin {twin.capacity:.3g} req/s (over {len(twin.seed_capacities)} seeds "
+            f"{twin.seeds_text()}) {'overlaps' if ok else 'does NOT overlap'} the emulated "
+            f"interval {interval}"
+        )
+    inside = low <= twin.capacity <= high
+    return ("agree" if inside else "disagree"), (
+        f"twin {twin.capacity:.3g} req/s {'inside' if inside else 'OUTSIDE'} the emulated "
+        f"interval {interval}"
+    )
+
+
 def with_ratio(row: SystemVerdict, base: SystemVerdict) -> SystemVerdict:
-    """``row`` with its BCR ratio to ``base`` and that ratio's interval (from both
-    capacities' intervals: conservative, every corner of the two)."""
-    if row.bcr is None or base.bcr is None or base.bcr <= 0:
-        return row
-    scale = base.cost / row.cost
-    lo, hi = _interval_ratio(
-        row.emulated_low, row.emulated_high, base.emulated_low, base.emulated_high, scale
-    )
-    return row.model_copy(
-        update={"bcr_ratio": row.bcr / base.bcr, "bcr_ratio_low": lo, "bcr_ratio_high": hi}
-    )
+    """``row`` with its BCR ratio to ``base`` and that ratio's interval, and the emulated
+    walks' ratio beside it (the check's). Twin BCRs: the interval is the range over every
+    pair of the two systems' deployment seeds (each seed's capacity ÷ cost against each of
+    the baseline's); with one seed, every corner of the two twin intervals. Emulated BCRs:
+    every corner of the two emulated intervals (conservative). BCRs of different sources
+    give no ratio."""
+    scale = base.cost / row.cost if row.cost > 0 else math.nan
+    update: dict[str, Any] = {}
+    if row.emulated_bcr is not None and base.emulated_bcr:
+        lo, hi = _interval_ratio(
+            row.emulated_low, row.emulated_high, base.emulated_low, base.emulated_high, scale
+        )
+        update |= {
+            "emulated_ratio": row.emulated_bcr / base.emulated_bcr,
+            "emulated_ratio_low": lo,
+            "emulated_ratio_high": hi,
+        }
+    if row.bcr is not None and base.bcr and row.bcr_source == base.bcr_source:
+        if row.bcr_source == "emulated":
+            lo, hi = update.get("emulated_ratio_low"), update.get("emulated_ratio_high")
+        else:
+            lo, hi = _seed_ratio(row.twin_seeds, base.twin_seeds, scale) or _interval_ratio(
+                row.twin_low, row.twin_high, base.twin_low, base.twin_high, scale
+            )
+        update |= {"bcr_ratio": row.bcr / base.bcr, "bcr_ratio_low": lo, "bcr_ratio_high": hi}
+    elif row.bcr is not None and base.bcr:
+        update["reason"] = (
+            f"no ratio: its BCR is the {row.bcr_source} capacity's, {base.system}'s the "
+            f"{base.bcr_source}'s"
+        )
+    return row.model_copy(update=update) if update else row
+
+
+def _seed_ratio(
+    seeds: list[float | None], base_seeds: list[float | None], scale: float
+) -> tuple[float, float] | None:
+    """The range of ``seed / base seed × scale`` over every pair (None: fewer than two
+    seeds on either side, or a baseline seed without a positive capacity)."""
+    a = [c for c in seeds if c is not None]
+    b = [c for c in base_seeds if c is not None]
+    if len(seeds) < 2 or len(base_seeds) < 2 or not a or not b or min(b) <= 0:
+        return None
+    return min(a) / max(b) * scale, max(a) / min(b) * scale
 
 
 def compose(
@@ -160,6 +231,16 @@ def compose(
         if r.agreement == "disagree"
     ]
     notes.append(f"capacities: {METHOD}")
+    if any(r.bcr_source == "twin" and r.bcr is not None for r in out):
+        seeds = max(len(r.twin_seeds) for r in out)
+        notes.append(
+            "BCR: the twin's capacity"
+            + (f" (the median of {seeds} deployment seeds)" if seeds > 1 else "")
+            + " ÷ cost; the ratio's interval: "
+            + ("the range over every pair of the two systems' seeds" if seeds > 1 else
+               "every corner of the two twin intervals")
+            + "; the emulated walks are its check (agreement), their own ratio beside it"
+        )  # fmt: skip
     notes += [
         f"{r.system}: no BCR ({r.emulated_basis}{': ' + r.reason if r.reason else ''})"
         for r in out

@@ -20,7 +20,9 @@ rung placed below the twin's capacity, and the job ends with the equal-cost verd
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -39,7 +41,14 @@ from pddbench.harness.jobs.equal_cost import (
     placed_ladder,
 )
 from pddbench.harness.jobs.ladder import ladder_origin, run_ladder, trace_schedule
-from pddbench.harness.jobs.main_steps import one_scale, size, system_row, twin_walk
+from pddbench.harness.jobs.main_steps import (
+    TwinWalk,
+    check_walk,
+    one_scale,
+    size,
+    system_row,
+    twin_walk,
+)
 from pddbench.harness.jobs.run_system import RunSettings, scenario_options
 from pddbench.harness.plan.ladder_points import (
     DEFAULT_LADDER,
@@ -60,7 +69,7 @@ from pddbench.harness.rundir.ladder import (
     LadderVerdict,
     RequestMix,
 )
-from pddbench.harness.rundir.main_verdict import SystemVerdict
+from pddbench.harness.rundir.main_verdict import BcrSource, SystemVerdict
 from pddbench.harness.rundir.sections import TraceInfo
 from pddbench.workloads.traceio import Trace
 
@@ -70,28 +79,61 @@ from pddbench.workloads.traceio import Trace
 JOB_BUDGET_S = 30 * 60.0
 QUICK_JOB_BUDGET_S = 15 * 60.0
 DEPLOY_ALLOWANCE_S = 40.0  # per system: deployment, link probes, teardown (planned)
+# the twin's walk on each system's placed ladder runs at this many deployment seeds (its
+# capacity the median seed's, the range beside it: one seed's capacity moves +-9-15 % with
+# the seed for the decode-bound systems); --quick walks one. Each walk is planned at
+# TWIN_WALK_ALLOWANCE_S (measured 9-12 s a walk on this machine) out of the system's share.
+# The check's twin (the hardware's plus this host's per-hop costs, fitted on the emulated
+# walk's first point) walks the same ladder at CHECK_SEEDS seeds, after the emulated walk.
+TWIN_SEEDS = 5
+QUICK_TWIN_SEEDS = 1
+CHECK_SEEDS = 3
+TWIN_WALK_ALLOWANCE_S = 12.0
 REPORT_RESERVE_S = 60.0  # the report over the common-load runs, the verdict table
 
 
-def main_ladder(systems: int, *, quick: bool = False, spent_s: float = 0.0) -> LadderSettings:
+def main_ladder(
+    systems: int, *, quick: bool = False, spent_s: float = 0.0, twin_walks: int = 0
+) -> LadderSettings:
     """The ladder every system walks, with its share of the job's time as its budget
-    (``spent_s``: what the job spent before the walks, the sizing)."""
+    (``spent_s``: what the job spent before the walks, the sizing; ``twin_walks``: the
+    twin's walks per system on its placed ladder, planned out of its share)."""
     base = QUICK_LADDER if quick else DEFAULT_LADDER
     total = (QUICK_JOB_BUDGET_S if quick else JOB_BUDGET_S) - spent_s
-    share = (total - REPORT_RESERVE_S) / max(1, systems) - DEPLOY_ALLOWANCE_S
+    twin_s = TWIN_WALK_ALLOWANCE_S * twin_walks
+    share = (total - REPORT_RESERVE_S) / max(1, systems) - DEPLOY_ALLOWANCE_S - twin_s
     floor = base.point_cost_s(base.point_s)  # a budget must hold one point
     return dataclasses.replace(base, time_budget_s=max(floor, share))
 
 
+def twin_seeds(quick: bool, virtual: bool) -> tuple[int, int]:
+    """The deployment seeds of the twin's walks on each placed ladder: the hardware's
+    twin's and the check's (none when the job itself runs on the twin: its walk is the
+    twin's; --quick: one each)."""
+    if virtual:
+        return 0, 0
+    return (QUICK_TWIN_SEEDS, QUICK_TWIN_SEEDS) if quick else (TWIN_SEEDS, CHECK_SEEDS)
+
+
 def plan_text(
-    settings: LadderSettings, systems: int, quick: bool = False, origin_rps: float | None = None
+    settings: LadderSettings,
+    systems: int,
+    quick: bool = False,
+    origin_rps: float | None = None,
+    twin_walks: int = 0,
+    check_walks: int = 0,
 ) -> str:
     """The plan printed before the first system: points × seconds × systems, and the total
     (``origin_rps``: the first rate rung, what the start scale offers at the origin)."""
     s = settings
-    total = systems * (DEPLOY_ALLOWANCE_S + s.budget_s) + REPORT_RESERVE_S
+    twin_s = TWIN_WALK_ALLOWANCE_S * (twin_walks + check_walks)
+    total = systems * (DEPLOY_ALLOWANCE_S + twin_s + s.budget_s) + REPORT_RESERVE_S
+    twin = ""
+    if twin_walks:
+        check = f" + the check's at {check_walks} with this host's costs" if check_walks else ""
+        twin = f"the twin's walk at {twin_walks} seed(s){check} <= {twin_s:g} s, "
     return (
-        f"{systems} systems x (deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then "
+        f"{systems} systems x ({twin}deployment + probes <= {DEPLOY_ALLOWANCE_S:g} s, then "
         f"{s.describe_walk(origin_rps)}; "
         f"each point {s.warmup_s:g} s warm-up + {s.point_s:g}-{s.longest_point_s:g} s "
         f"measured (until the trace offers {s.min_requests} requests) + <= "
@@ -112,7 +154,12 @@ def main_verdict(
     quick: bool = False,
 ) -> int:
     """Run the ladder for every system, report the common-load runs, print the verdict."""
-    settings = main_ladder(len(scenarios), quick=quick)
+    seeds, check_seeds = twin_seeds(quick, run_settings.virtual)
+    # the verdict's BCR: the twin's capacity, the emulated walk its check; a run on the
+    # twin itself reads its own walk
+    source: BcrSource = "emulated" if run_settings.virtual else "twin"
+    settings = main_ladder(len(scenarios), quick=quick, twin_walks=seeds + check_seeds)
+    twin_s = TWIN_WALK_ALLOWANCE_S * (seeds + check_seeds)
     began = time.monotonic()
     steady = (
         SteadyIndex(trace.table, options.selection, warmup_s=settings.warmup_s)
@@ -123,7 +170,8 @@ def main_verdict(
     first = plan_point(settings, schedule, ladder_origin(trace, options), settings.start)
     origin_rps = first.planned_rps if first.planned_requests else None
     click.echo(
-        f"pddbench: main job: {plan_text(settings, len(scenarios), quick, origin_rps)}",
+        f"pddbench: main job: "
+        f"{plan_text(settings, len(scenarios), quick, origin_rps, seeds, check_seeds)}",
         err=True,
     )
     click.echo(
@@ -133,7 +181,12 @@ def main_verdict(
         err=True,
     )
     sizing = size(scenarios, trace, options, trace_info, run_settings, steady, quick)
-    settings = main_ladder(len(scenarios), quick=quick, spent_s=time.monotonic() - began)
+    settings = main_ladder(
+        len(scenarios),
+        quick=quick,
+        spent_s=time.monotonic() - began,
+        twin_walks=seeds + check_seeds,
+    )
     common: list[RunPaths] = []
     rows: list[tuple[BcrVerdict, LadderVerdict | None, RunPaths | None]] = []
     equal: list[SystemVerdict] = []
@@ -153,11 +206,15 @@ def main_verdict(
                 f"({twin_rps or 0:.3g} req/s), x{walk_settings.growth:g} a rung",
                 err=True,
             )
-            if not run_settings.virtual:  # the twin on the same placed ladder
-                twin = twin_walk(
-                    scenario, twin, trace, options, walk_settings, sla, trace_info,
-                    run_settings, steady, schedule,
-                )  # fmt: skip
+        hardware: TwinWalk | None = None
+        on_ladder: Callable[..., TwinWalk] | None = None
+        if twin is not None and not run_settings.virtual:  # the twin on the placed ladder
+            on_ladder = functools.partial(
+                twin_walk, scenario, twin, trace, options, walk_settings, sla, trace_info,
+                run_settings, steady, schedule,
+            )  # fmt: skip
+            hardware = on_ladder(seeds=seeds)
+            twin = hardware.row
         runs: list[Path] = []
         try:
             ladder, runs = run_ladder(
@@ -182,7 +239,9 @@ def main_verdict(
                 reason=str(exc),
             )
             rows.append((failed, None, None))
-            equal.append(system_row(scenario, twin, None, runs, sla, reason=str(exc)))
+            equal.append(
+                system_row(scenario, twin, None, runs, sla, reason=str(exc), bcr_source=source)
+            )
             continue
         first = RunPaths(runs[0]) if runs else None
         if first is not None:
@@ -190,12 +249,16 @@ def main_verdict(
             common.append(first)
         verdict = bcr_verdict(scenario.name, scenario.cost_model, ladder, float("nan"))
         rows.append((verdict, ladder, first))
-        equal.append(system_row(scenario, twin, ladder, runs, sla))
+        check = (None, None)
+        if hardware is not None and on_ladder is not None:
+            check = check_walk(scenario, hardware, runs, check_seeds, on_ladder, run_settings)
+        equal.append(system_row(scenario, twin, ladder, runs, sla, bcr_source=source, check=check))
         left = len(scenarios) - len(rows)
         click.echo(
             f"pddbench: {len(rows)}/{len(scenarios)} systems done in "
             f"{(time.monotonic() - began) / 60:.1f} min, ETA <= "
-            f"{left * (DEPLOY_ALLOWANCE_S + settings.budget_s) / 60:.1f} min + the report",
+            f"{left * (DEPLOY_ALLOWANCE_S + twin_s + settings.budget_s) / 60:.1f} min + "
+            "the report",
             err=True,
         )
     main = compose(

@@ -26,8 +26,9 @@ def _row(v: MainVerdict, s: SystemVerdict) -> tuple[TCell, ...]:
         TCell(s.twin_text()),
         TCell(s.capacity_text()),
         TCell(s.agreement, s.agreement_text),
-        TCell("-" if s.bcr is None else f"{s.bcr:.3g}"),
-        TCell("baseline" if baseline else s.ratio_text()),
+        TCell("-" if s.bcr is None else f"{s.bcr:.3g} ({s.bcr_source})", s.reason),
+        TCell("baseline" if baseline else s.ratio_text(), s.check_text()),
+        TCell("baseline" if baseline else s.emulated_ratio_text()),
         TCell(s.binding, s.binding_detail),
     )
 
@@ -39,8 +40,12 @@ def verdict_table(v: MainVerdict) -> Table:
         f"SLA: {v.sla_text}. "
         + (f"{v.emulation}. " if v.emulation else "")
         + "Capacities in req/s meeting the SLA, [low, high] their interval (open: no bound "
-        "above). Agreement: the twin's capacity inside the emulated interval. BCR = emulated "
-        f"capacity ÷ cost; its ratio to {v.baseline}'s as a difference with its interval."
+        "above); the twin's over several deployment seeds: the median seed's, the seeds' range "
+        "beside it. Agreement: the twin's capacity (its seeds' range) inside (overlapping) the "
+        "emulated interval. BCR = capacity ÷ cost, the twin's capacity (twin) checked by the "
+        "emulated walk, or the walk's own (emulated); its ratio to "
+        f"{v.baseline}'s as a difference with its interval (twin: the range over every pair "
+        "of the two systems' seeds), the emulated walks' ratio beside it."
         + (" Run with --quick: wider intervals, traded for time." if v.quick else "")
         + (f" The main job took {v.wall_s / 60:.1f} min." if v.wall_s is not None else "")
     )
@@ -50,11 +55,12 @@ def verdict_table(v: MainVerdict) -> Table:
             "system",
             "deployment (source)",
             f"cost ({v.currency})",
-            "twin capacity [interval]",
+            "twin capacity [interval]; seeds",
             "emulated capacity [interval]",
             "agreement",
             f"BCR (req/s per {v.currency})",
             f"BCR vs {v.baseline} [interval]",
+            f"emulated BCR vs {v.baseline} [interval]",
             "binding resource",
         ),
         tuple(_row(v, s) for s in systems),

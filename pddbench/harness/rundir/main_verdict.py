@@ -21,11 +21,21 @@ from pddbench.errors import UserError, first_problem
 MAIN_VERDICT = "main_verdict.json"
 
 Agreement = Literal["agree", "disagree", "unknown"]
+BcrSource = Literal["twin", "emulated"]  # whose capacity a row's BCR is
 Source = Literal["sized", "built-in"]
 
 
 def _pct(x: float) -> str:
     return f"{(x - 1.0) * 100:+.0f} %"
+
+
+def _ratio(value: float | None, low: float | None, high: float | None) -> str:
+    """A BCR ratio as a percentage difference with its interval (``-``: none)."""
+    if value is None:
+        return "-"
+    lo = "?" if low is None else _pct(low)
+    hi = "open" if high is None else _pct(high)
+    return f"{_pct(value)} [{lo}, {hi}]"
 
 
 def _interval(value: float, low: float | None, high: float | None) -> str:
@@ -48,16 +58,34 @@ class SystemVerdict(BaseModel):
     twin_capacity: float | None = None  # req/s meeting the SLA, virtual time
     twin_low: float | None = None
     twin_high: float | None = None  # None: open above
+    # the twin's capacity at deployment seeds 0, 1, ... (empty: one seed); with several,
+    # twin_capacity and its interval are the median seed's walk
+    twin_seeds: list[float | None] = []
+    # the check's twin: the emulated deployment's (the hardware's plus this host's per-hop
+    # costs, host_s a request, fitted on the emulated walk's first point); None: unfitted
+    check_capacity: float | None = None
+    check_seeds: list[float | None] = []
+    host_s: float | None = None
     emulated_basis: str = "not run"  # capacity | load-bounded | refused | failed | not run
     emulated_capacity: float | None = None  # req/s meeting the SLA, emulated
     emulated_low: float | None = None
     emulated_high: float | None = None  # None: open above
-    agreement: Agreement = "unknown"  # the twin's capacity inside the emulated interval?
+    # the check's twin (else the twin) capacity, its seed range, vs the emulated interval
+    agreement: Agreement = "unknown"
     agreement_text: str = ""
-    bcr: float | None = None  # emulated capacity goodput / cost (capacity basis only)
+    # the verdict's BCR: capacity goodput / cost, the twin's capacity (``bcr_source``
+    # "twin", checked by the emulated walk) or the walk's ("emulated": no twin, or the run
+    # is itself on the twin)
+    bcr: float | None = None
+    bcr_source: BcrSource = "emulated"
     bcr_ratio: float | None = None  # BCR / the baseline's BCR (1.0: equal)
     bcr_ratio_low: float | None = None
     bcr_ratio_high: float | None = None
+    # the emulated walk's own: its capacity / cost and the ratio to the baseline's
+    emulated_bcr: float | None = None
+    emulated_ratio: float | None = None
+    emulated_ratio_low: float | None = None
+    emulated_ratio_high: float | None = None
     binding: str = "unknown"  # prefill | decode TPOT | WAN | relay KV room | memory | ...
     binding_detail: str = ""
     reason: str = ""  # why a figure is missing
@@ -70,18 +98,33 @@ class SystemVerdict(BaseModel):
         return _interval(self.emulated_capacity, self.emulated_low, self.emulated_high) + label
 
     def twin_text(self) -> str:
-        """The twin's capacity with its interval ("-" when the twin gave none)."""
+        """The twin's capacity with its interval and, over several seeds, their range ("-"
+        when the twin gave none)."""
         if self.twin_capacity is None:
             return "-"
-        return _interval(self.twin_capacity, self.twin_low, self.twin_high)
+        text = _interval(self.twin_capacity, self.twin_low, self.twin_high)
+        got = [c for c in self.twin_seeds if c is not None]
+        if len(self.twin_seeds) > 1 and got:
+            text += f"; {len(self.twin_seeds)} seeds {min(got):.3g}-{max(got):.3g}"
+        return text
 
     def ratio_text(self) -> str:
         """The BCR ratio to the baseline as a percentage difference with its interval."""
-        if self.bcr_ratio is None:
-            return "-"
-        lo = "?" if self.bcr_ratio_low is None else _pct(self.bcr_ratio_low)
-        hi = "open" if self.bcr_ratio_high is None else _pct(self.bcr_ratio_high)
-        return f"{_pct(self.bcr_ratio)} [{lo}, {hi}]"
+        return _ratio(self.bcr_ratio, self.bcr_ratio_low, self.bcr_ratio_high)
+
+    def emulated_ratio_text(self) -> str:
+        """The emulated walks' BCR ratio to the baseline's, with its interval."""
+        return _ratio(self.emulated_ratio, self.emulated_ratio_low, self.emulated_ratio_high)
+
+    def check_text(self) -> str:
+        """What the emulated check says of a twin-sourced BCR (empty for an emulated one)."""
+        if self.bcr_source != "twin":
+            return ""
+        if self.agreement == "agree":
+            return "emulated check: agrees"
+        if self.agreement == "disagree":
+            return f"emulated check: DISAGREES ({self.agreement_text})"
+        return f"emulated check: none ({self.emulated_basis})"
 
 
 class MainVerdict(BaseModel):
@@ -116,15 +159,28 @@ class MainVerdict(BaseModel):
                     f"({s.reason or s.emulated_basis})"
                 )
                 continue
-            lo = "?" if s.bcr_ratio_low is None else _pct(s.bcr_ratio_low)
-            hi = "open" if s.bcr_ratio_high is None else _pct(s.bcr_ratio_high)
+            check = s.check_text()
             parts.append(
-                f"{s.system} delivers {_pct(s.bcr_ratio)} [{lo}, {hi}] goodput per unit "
+                f"{s.system} delivers {s.ratio_text()} goodput per unit "
                 f"cost against {self.baseline}, bound by {s.binding}"
+                + (f" ({check})" if check else "")
             )
         if not parts:
             return f"{head}: no system could be compared with {self.baseline}."
-        tail = f" ({self.baseline}: bound by {base.binding})" if base is not None else ""
+        twin = [s for s in self.systems if s.bcr_source == "twin" and s.bcr is not None]
+        if twin:
+            seeds = max(len(s.twin_seeds) for s in twin)
+            head += (
+                ", on the virtual-time twin"
+                + (f" (the median of {seeds} deployment seeds, the range over them)"
+                   if seeds > 1 else "")
+                + " checked by the real-time run"
+                + (f" ({self.emulation})" if self.emulation else "")
+            )  # fmt: skip
+        tail = ""
+        if base is not None:
+            check = base.check_text()
+            tail = f" ({self.baseline}: bound by {base.binding}" + (f"; {check})" if check else ")")
         return f"{head}, " + "; ".join(parts) + tail + "."
 
     def save(self, folder: str | Path) -> Path:

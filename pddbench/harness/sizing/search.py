@@ -98,40 +98,28 @@ def size_system(
     )
     virtual = dataclasses.replace(run_settings, virtual=True)
     rows: list[SizedRow] = []
+
+    def walk(candidate: Scenario, where: Path) -> Walk:
+        return run_ladder(
+            candidate, trace, options, settings, sla,
+            trace_info=trace_info,
+            run_settings=dataclasses.replace(virtual, out_root=where),
+            schedule=schedule, steady=steady, echo=lambda s: None,
+        )  # fmt: skip
+
     for k, (source, r) in enumerate(todo):
         t0 = time.monotonic()
-        walks: list[tuple[LadderVerdict, list[Path]]] = []
-        for seed in range(seeds):
-            folder = Path(run_settings.out_root) / f"sizing-{scenario.name}" / f"{k}"
-            if seeds > 1:
-                folder = folder / f"seed{seed}"
-            folder.mkdir(parents=True, exist_ok=True)
-            walks.append(
-                run_ladder(
-                    r.scenario if seeds == 1 else r.scenario.with_seed(seed),
-                    trace,
-                    options,
-                    settings,
-                    sla,
-                    trace_info=trace_info,
-                    run_settings=dataclasses.replace(virtual, out_root=folder),
-                    schedule=schedule,
-                    steady=steady,
-                    echo=lambda s: None,
-                )
-            )
-        fields = [capacity_fields(v) for v, _ in walks]
-        caps = [f["capacity"] for f in fields]
-        mid = median_walk(caps)
-        verdict, folders = walks[mid]
+        folder = Path(run_settings.out_root) / f"sizing-{scenario.name}" / f"{k}"
+        seeded = walk_seeds(r.scenario, seeds, folder, walk)
+        verdict, folders = seeded.median
         resource, detail = ladder_binding(verdict, by_index(verdict, folders), sla)
         row = SizedRow(
             **_bound_fields(source, r),
-            **fields[mid],
+            **seeded.fields[seeded.mid],
             binding=resource,
             binding_detail=detail,
             wall_s=time.monotonic() - t0,
-            seed_capacities=caps if seeds > 1 else [],
+            seed_capacities=seeded.capacities,
         )
         rows.append(row)
         spent = time.monotonic() - began
@@ -155,6 +143,41 @@ def size_system(
         reason="" if best else "no candidate reached a capacity on the twin",
         wall_s=time.monotonic() - began,
     )
+
+
+Walk = tuple[LadderVerdict, list[Path]]  # a ladder's verdict and its points' run folders
+
+
+@dataclasses.dataclass(frozen=True)
+class SeededWalks:
+    """One deployment's walks at deployment seeds 0..N-1, read at the median seed's."""
+
+    walks: list[Walk]
+    fields: list[dict[str, Any]]  # each walk's capacity fields (:func:`capacity_fields`)
+    mid: int  # the median walk's index (:func:`median_walk`)
+
+    @property
+    def median(self) -> Walk:
+        return self.walks[self.mid]
+
+    @property
+    def capacities(self) -> list[float | None]:
+        """Every seed's capacity when there are several; empty for one walk."""
+        return [f["capacity"] for f in self.fields] if len(self.walks) > 1 else []
+
+
+def walk_seeds(
+    scenario: Scenario, seeds: int, folder: Path, walk: Callable[[Scenario, Path], Walk]
+) -> SeededWalks:
+    """``walk(scenario, folder)`` once (``seeds`` 1: the scenario's own seed), or at
+    deployment seeds 0..seeds-1 into ``folder/seed<k>``; each walk's capacity read once."""
+    walks: list[Walk] = []
+    for seed in range(seeds):
+        where = folder / f"seed{seed}" if seeds > 1 else folder
+        where.mkdir(parents=True, exist_ok=True)
+        walks.append(walk(scenario if seeds == 1 else scenario.with_seed(seed), where))
+    fields = [capacity_fields(v) for v, _ in walks]
+    return SeededWalks(walks, fields, median_walk([f["capacity"] for f in fields]))
 
 
 def median_walk(capacities: Sequence[float | None]) -> int:
