@@ -9,6 +9,7 @@ import pytest
 from pddbench.harness.jobs.equal_cost import compose, placed_ladder, system_verdict
 from pddbench.harness.plan.ladder_points import DEFAULT_LADDER
 from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
+from pddbench.harness.rundir.main_verdict import SystemVerdict
 from pddbench.harness.sizing.result import SizedRow
 
 
@@ -127,6 +128,16 @@ def test_over_several_seeds_the_twin_agrees_when_its_range_overlaps_the_emulated
     state, text = agree(seeded, "capacity", 7.5, None)
     assert state == "disagree" and "does NOT overlap" in text and "[7.5, open]" in text
     assert agree(seeded, "load-bounded", 7.0, 9.0)[0] == "unknown"
+    # an emulated interval of [0, open] checks nothing: no agreement by default
+    state, text = agree(seeded, "capacity", 0.0, None)
+    assert state == "unknown" and "bounds nothing" in text
+    assert agree(seeded, "capacity", None, None)[0] == "unknown"
+    assert agree(seeded, "capacity", 0.0, 6.0)[0] == "agree"  # a bound above checks
+    row = SystemVerdict(
+        system="l", deployment="d", source="sized", cost=88.0, bcr_source="twin",
+        emulated_basis="capacity", agreement="unknown",
+    )  # fmt: skip
+    assert row.check_text() == "emulated check: none (its interval bounds nothing)"
     # a seed without a capacity does not widen the range, and the row carries every seed
     gaps = one.model_copy(update={"seed_capacities": [None, 6.0, 6.5]})
     assert agree(gaps, "capacity", 7.0, 9.0)[0] == "disagree"

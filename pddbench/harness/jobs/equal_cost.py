@@ -147,11 +147,18 @@ def agree(twin: SizedRow | None, basis: str, lo: float | None, hi: float | None)
     its capacity inside the emulated interval [``lo``, ``hi``]. Several seeds: their range
     overlaps that interval: near saturation a seed is one draw of the servers' randomness
     (the range, not the median alone, is what the twin says), and the emulated interval is
-    what the emulated walk says; two statements that overlap cannot be told apart."""
+    what the emulated walk says; two statements that overlap cannot be told apart. An
+    emulated interval of [0, open] bounds nothing: no check ("unknown"), never an agreement
+    by default."""
     if twin is None or twin.capacity is None or basis != "capacity":
         return "unknown", "no emulated capacity or no twin capacity"
     low, high = lo or 0.0, math.inf if hi is None else hi
     interval = f"[{low:.3g}, {'open' if hi is None else f'{hi:.3g}'}]"
+    if low <= 0 and hi is None:
+        return "unknown", (
+            f"no check: the emulated interval {interval} bounds nothing (twin "
+            f"{twin.capacity:.3g} req/s)"
+        )
     seeds = [c for c in twin.seed_capacities if c is not None]
     if len(twin.seed_capacities) > 1 and seeds:
         ok = min(seeds) <= high and max(seeds) >= low

@@ -124,6 +124,8 @@ class SystemVerdict(BaseModel):
             return "emulated check: agrees"
         if self.agreement == "disagree":
             return f"emulated check: DISAGREES ({self.agreement_text})"
+        if self.emulated_basis == "capacity":  # a capacity whose interval bounds nothing
+            return "emulated check: none (its interval bounds nothing)"
         return f"emulated check: none ({self.emulated_basis})"
 
 
