@@ -164,6 +164,11 @@ def test_the_verdicts_bcr_is_the_twins_with_the_range_over_seed_pairs_the_walk_i
     assert row.bcr_ratio_low == pytest.approx(3.6 / 11.0 * 88 / 80)  # every pair of seeds
     assert row.bcr_ratio_high == pytest.approx(4.4 / 9.0 * 88 / 80)
     assert row.emulated_ratio is not None and row.emulated_ratio != row.bcr_ratio
+    # the baseline against itself: 1 exactly, not its seeds' spread (9/11 .. 11/9)
+    own = v.row("same-dc-pd")
+    assert own is not None
+    assert (own.bcr_ratio, own.bcr_ratio_low, own.bcr_ratio_high) == (1.0, 1.0, 1.0)
+    assert (own.emulated_ratio, own.emulated_ratio_low, own.emulated_ratio_high) == (1, 1, 1)
     # the emulated walk (capacity ~6.9, interval above 4.4) disagrees: said with the figure
     assert row.agreement == "disagree" and "DISAGREES" in row.check_text()
     text = v.sentence()

@@ -180,7 +180,14 @@ def with_ratio(row: SystemVerdict, base: SystemVerdict) -> SystemVerdict:
     pair of the two systems' deployment seeds (each seed's capacity ÷ cost against each of
     the baseline's); with one seed, every corner of the two twin intervals. Emulated BCRs:
     every corner of the two emulated intervals (conservative). BCRs of different sources
-    give no ratio."""
+    give no ratio. The baseline against itself is 1 exactly (its seeds against each other
+    would give a spread that is no comparison)."""
+    if row.system == base.system:
+        one = {"bcr_ratio": 1.0, "bcr_ratio_low": 1.0, "bcr_ratio_high": 1.0}
+        if row.emulated_bcr is not None:
+            one |= {"emulated_ratio": 1.0, "emulated_ratio_low": 1.0, "emulated_ratio_high": 1.0}
+        return row.model_copy(update=one if row.bcr is not None else {
+            k: v for k, v in one.items() if k.startswith("emulated")})  # fmt: skip
     scale = base.cost / row.cost if row.cost > 0 else math.nan
     update: dict[str, Any] = {}
     if row.emulated_bcr is not None and base.emulated_bcr:

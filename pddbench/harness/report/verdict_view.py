@@ -41,8 +41,10 @@ def verdict_table(v: MainVerdict) -> Table:
         + (f"{v.emulation}. " if v.emulation else "")
         + "Capacities in req/s meeting the SLA, [low, high] their interval (open: no bound "
         "above); the twin's over several deployment seeds: the median seed's, the seeds' range "
-        "beside it. Agreement: the twin's capacity (its seeds' range) inside (overlapping) the "
-        "emulated interval. BCR = capacity ÷ cost, the twin's capacity (twin) checked by the "
+        "beside it. Agreement: the check's twin (the emulated deployment with this host's "
+        "per-hop costs, fitted on the walk's first point; its seeds' range) overlapping the "
+        "emulated interval (one seed: inside it); unknown where that interval bounds nothing "
+        "([0, open]). BCR = capacity ÷ cost, the twin's capacity (twin) checked by the "
         "emulated walk, or the walk's own (emulated); its ratio to "
         f"{v.baseline}'s as a difference with its interval (twin: the range over every pair "
         "of the two systems' seeds), the emulated walks' ratio beside it."
