@@ -66,11 +66,15 @@ class HopFit:
     p90_s: float
 
 
-def hop_excess(emulated: pd.DataFrame, virtual: pd.DataFrame) -> list[HopFit]:
+def hop_excess(emulated: pd.DataFrame, virtual: pd.DataFrame, *, wan: bool = False) -> list[HopFit]:
     """Per hop, the emulated part's excess over the twin's on the requests both answered
     (paired by request id). A KV transfer's sending and landing count only in-DC
-    transfers: over the WAN they are the link's, which the link model's fitted rate
-    prices."""
+    transfers: over the WAN they are the link's, which a link model's fitted rate prices.
+    ``wan``: the twin runs the configured links (no fitted ones), so the WAN transfers'
+    residual is this host's too (its emulated line, its senders and receivers) and they
+    count beside the in-DC ones (cross-dc-pd has no in-DC transfer: without them its
+    sending and landing were never fitted, and the check's twin held a KV stream ~40 ms
+    less per transfer than the emulated servers did)."""
     e = emulated[emulated.status == "ok"].set_index("request_id")
     v = virtual[virtual.status == "ok"].set_index("request_id")
     both = e.merge(v, how="inner", left_index=True, right_index=True, suffixes=("", "_v"))
@@ -78,7 +82,7 @@ def hop_excess(emulated: pd.DataFrame, virtual: pd.DataFrame) -> list[HopFit]:
     for hop, part in HOPS.items():
         rows = both
         if hop in ("send_s", "landing_s") and "kv_path" in both:
-            rows = both[both.kv_path == "intra"]
+            rows = both[both.kv_path.isin(("intra", "wan") if wan else ("intra",))]
         d = (rows[f"ttft_{part}_s"] - rows[f"ttft_{part}_s_v"]).to_numpy(dtype=float)
         d = d[np.isfinite(d)]
         med = float(np.median(d)) if d.size else 0.0
@@ -92,13 +96,15 @@ def fit_host_costs(
     virtual: pd.DataFrame,
     source: str,
     start: HostCosts = NONE,
+    *,
+    wan: bool = False,
 ) -> HostCosts:
     """:class:`HostCosts` from an emulated run's records and the twin's of the same plan,
     the twin run with ``start``: each hop's ``start`` value plus its median residual (a
     hop's cost shows in later parts too — a PD router routes once the decoder's admission
     event is back — so a fit is repeated with the twin re-run on the last one until the
-    residuals vanish); a hop never costs less than nothing."""
-    return costs_from(hop_excess(emulated, virtual), source, start)
+    residuals vanish); a hop never costs less than nothing. ``wan``: :func:`hop_excess`'s."""
+    return costs_from(hop_excess(emulated, virtual, wan=wan), source, start)
 
 
 def costs_from(fits: list[HopFit], source: str, start: HostCosts = NONE) -> HostCosts:

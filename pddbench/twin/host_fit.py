@@ -108,7 +108,8 @@ def fit_run(
         records = replay_records(plan, options, dep, net, host=costs, flow_caps=caps)
         return pd.DataFrame([vars(r) for r in records])
 
-    return refine(emulated, twin, source, start, rounds)
+    wan = link_model is None or not link_model.directions  # the configured WAN: the host's
+    return refine(emulated, twin, source, start, rounds, wan=wan)
 
 
 def refine(
@@ -117,17 +118,21 @@ def refine(
     source: str,
     start: HostCosts,
     rounds: int,
+    *,
+    wan: bool = False,
 ) -> list[FitRound]:
     """The rounds of a fit: ``twin(costs)`` (the twin's records of the emulated run's
     plan, run with ``costs``) from ``start``, each round's costs the last plus its
     residuals (:func:`costs_from`); ``rounds`` refits, so ``rounds + 1`` twin runs, the
-    last only measuring what the fit leaves."""
+    last only measuring what the fit leaves. ``wan``: the twin runs the configured WAN
+    (no fitted link), so its transfers' residual is fitted as sending and landing too
+    (:func:`~pddbench.twin.host.hop_excess`)."""
     costs = start
     out: list[FitRound] = []
     for k in range(rounds + 1):
         if k:
             costs = costs_from(out[-1].residuals, source, start=costs)
-        out.append(FitRound(costs, hop_excess(emulated, twin(costs))))
+        out.append(FitRound(costs, hop_excess(emulated, twin(costs), wan=wan)))
     return out
 
 
@@ -136,11 +141,14 @@ def fit_points(
     twin_first: Path,
     rerun: Callable[[HostCosts], Path],
     rounds: int = 2,
+    *,
+    wan: bool = False,
 ) -> list[FitRound]:
     """:func:`refine` from an emulated run and the twin's run of the same plan at no host
     costs (``twin_first``), re-run with costs by ``rerun`` (its run folder): the main job's
     check fits on its walks' first points, a steady ladder point whose plan (sessions in
-    progress, primed caches) :func:`fit_run`'s replay options cannot re-plan."""
+    progress, primed caches) :func:`fit_run`'s replay options cannot re-plan. ``wan``:
+    :func:`refine`'s."""
     emulated_manifest(emulated_dir)
     e = pd.read_parquet(emulated_dir / "requests.parquet")
     source = f"fitted on {emulated_dir.name} ({len(e)} records, {rounds} rounds)"
@@ -152,4 +160,4 @@ def fit_points(
         except (OSError, ValueError) as exc:
             raise UserError(f"host costs: {folder} has no readable records ({exc})") from exc
 
-    return refine(e, twin, source, NONE, rounds)
+    return refine(e, twin, source, NONE, rounds, wan=wan)

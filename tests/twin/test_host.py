@@ -41,6 +41,22 @@ def test_fit_takes_each_hops_median_excess_and_never_a_negative_cost() -> None:
     assert again.route_s == pytest.approx(0.025)
 
 
+def test_wan_transfers_count_for_sending_and_landing_only_without_a_fitted_link() -> None:
+    """Over a calibrated WAN a transfer's residual is the link model's; over the
+    configured one (the main job's check) it is this host's emulated line and servers',
+    and a deployment whose every transfer crosses the WAN (cross-dc-pd) is fitted on it."""
+    virtual = records(100, {"kv_transfer": 0.300, "kv_landing": 0.010})
+    emulated = records(100, {"kv_transfer": 0.323, "kv_landing": 0.030, "router_queue": 0.02})
+    virtual["kv_path"] = emulated["kv_path"] = "wan"
+    linked = fit_host_costs(emulated, virtual, "t")
+    assert (linked.send_s, linked.landing_s) == (0.0, 0.0)  # no in-DC transfer: unfitted
+    assert linked.route_s == pytest.approx(0.02)
+    configured = fit_host_costs(emulated, virtual, "t", wan=True)
+    assert configured.send_s == pytest.approx(0.023)
+    assert configured.landing_s == pytest.approx(0.020)
+    assert configured.route_s == pytest.approx(0.02) and configured.requests == 100
+
+
 def test_fit_uses_medians_so_a_busy_hosts_stalls_do_not_become_cost() -> None:
     virtual = records(400, {})
     emulated = records(400, {"router_queue": 0.004})

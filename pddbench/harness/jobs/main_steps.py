@@ -213,7 +213,8 @@ def host_costs(
         assert done.first_point is not None
         return done.first_point
 
-    fit = fit_points(emulated_first, hardware.first_point, rerun)
+    # without fitted links the WAN transfers' residual is this host's (hop_excess)
+    fit = fit_points(emulated_first, hardware.first_point, rerun, wan=not base.directions)
     costs = fit[-1].costs
     left = sum(abs(f.median_s) for f in fit[-1].residuals)
     hops = ", ".join(f"{h} {getattr(costs, h) * 1e3:.0f} ms" for h in HOPS if getattr(costs, h))
