@@ -108,8 +108,14 @@ def fit_run(
         records = replay_records(plan, options, dep, net, host=costs, flow_caps=caps)
         return pd.DataFrame([vars(r) for r in records])
 
-    wan = link_model is None or not link_model.directions  # the configured WAN: the host's
-    return refine(emulated, twin, source, start, rounds, wan=wan)
+    return refine(emulated, twin, source, start, rounds, wan=wan_is_hosts(link_model))
+
+
+def wan_is_hosts(link_model: LinkModelFile | None) -> bool:
+    """Whether the twin runs the configured WAN (no fitted direction in ``link_model``),
+    so a WAN transfer's residual is this host's and is fitted as sending and landing
+    (:func:`~pddbench.twin.host.hop_excess`'s ``wan``)."""
+    return link_model is None or not link_model.directions
 
 
 def refine(

@@ -183,11 +183,12 @@ def with_ratio(row: SystemVerdict, base: SystemVerdict) -> SystemVerdict:
     give no ratio. The baseline against itself is 1 exactly (its seeds against each other
     would give a spread that is no comparison)."""
     if row.system == base.system:
-        one = {"bcr_ratio": 1.0, "bcr_ratio_low": 1.0, "bcr_ratio_high": 1.0}
+        own: dict[str, float] = {}
+        if row.bcr is not None:
+            own |= {"bcr_ratio": 1.0, "bcr_ratio_low": 1.0, "bcr_ratio_high": 1.0}
         if row.emulated_bcr is not None:
-            one |= {"emulated_ratio": 1.0, "emulated_ratio_low": 1.0, "emulated_ratio_high": 1.0}
-        return row.model_copy(update=one if row.bcr is not None else {
-            k: v for k, v in one.items() if k.startswith("emulated")})  # fmt: skip
+            own |= {"emulated_ratio": 1.0, "emulated_ratio_low": 1.0, "emulated_ratio_high": 1.0}
+        return row.model_copy(update=own)
     scale = base.cost / row.cost if row.cost > 0 else math.nan
     update: dict[str, Any] = {}
     if row.emulated_bcr is not None and base.emulated_bcr:

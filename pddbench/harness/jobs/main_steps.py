@@ -42,7 +42,7 @@ from pddbench.harness.sizing.search import Walk, by_index, ladder_binding, walk_
 from pddbench.harness.sizing.space import describe
 from pddbench.twin.calibrate import LinkModelSource
 from pddbench.twin.host import HOPS, HostCosts
-from pddbench.twin.host_fit import fit_points, host_only_file
+from pddbench.twin.host_fit import fit_points, host_only_file, wan_is_hosts
 from pddbench.workloads.traceio import Trace
 
 
@@ -213,8 +213,7 @@ def host_costs(
         assert done.first_point is not None
         return done.first_point
 
-    # without fitted links the WAN transfers' residual is this host's (hop_excess)
-    fit = fit_points(emulated_first, hardware.first_point, rerun, wan=not base.directions)
+    fit = fit_points(emulated_first, hardware.first_point, rerun, wan=wan_is_hosts(base))
     costs = fit[-1].costs
     left = sum(abs(f.median_s) for f in fit[-1].residuals)
     hops = ", ".join(f"{h} {getattr(costs, h) * 1e3:.0f} ms" for h in HOPS if getattr(costs, h))
