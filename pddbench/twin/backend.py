@@ -30,6 +30,7 @@ from pddbench.harness.drive.replay import ReplayOutcome, ReplayPlan, replay_sect
 from pddbench.harness.rundir.folder import RunPaths
 from pddbench.harness.rundir.manifest import RunClock, RunManifest, RunStatus
 from pddbench.harness.rundir.records import Journal, RequestRecord, finalize_journal
+from pddbench.netem.slowstart import PAYLOAD_SHARE
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.servers.config import DeploymentConfig
 from pddbench.twin.calibrate import LinkModelFile, LinkModelSource
@@ -47,18 +48,21 @@ SETTLED = "virtual time: the twin runs every request's work to its end, nothing 
 def link_parameters(
     dep: DeploymentConfig, net: NetworkConfig | None, calibration: LinkModelSource | None = None
 ) -> dict[str, object]:
-    """The link model's parameters per instance pair that carries traffic, the schedule's
-    size and, with ``--link-model``, the calibration they came from (for the manifest)."""
+    """The link model's parameters per instance pair that carries traffic (the line, and
+    the TCP payload rate its bulk transfers get), the schedule's size and, with
+    ``--link-model``, the calibration they came from (for the manifest)."""
     twin = Twin(dep, net)
     out: dict[str, object] = {}
     for a in dep.instances:
         for b in dep.instances:
             if a.id != b.id:
-                out[f"{a.id}->{b.id}"] = asdict(twin.net.params(a, b))
+                p = twin.net.params(a, b)
+                out[f"{a.id}->{b.id}"] = {**asdict(p), "bulk_rate_bytes_per_s": p.bulk_rate}
     changes = sum(len(states) - 1 for states in twin.net.timelines.values())
     return {
         "model": "pddbench.twin.links",
         "prewarmed": True,
+        "payload_share": PAYLOAD_SHARE,
         "paths": out,
         "schedule_changes": changes,
         "calibration": None if calibration is None else calibration.recorded(),

@@ -19,7 +19,10 @@ connection (:class:`TransferSample`, the sizes the trace's KV transfers have):
   (``std² = (J_ab² + J_ba²) / 3``), split in the ratio of the configured jitters' squares;
 * **rate** (the line: what the bulk class carries between all its flows) — the steady
   bulk goodput, measured with the probe's congestion control (BBR where the kernel has it:
-  it asks what the *link* carries); without one, the transfers' line below;
+  it asks what the *link* carries); without one, the transfers' line below. It is TCP
+  payload, so the configuration it is folded into gets the line that carries it
+  (``÷`` :data:`~pddbench.netem.slowstart.PAYLOAD_SHARE`: the link model takes the
+  headers' share off a configured line, and a fitted one has it off already);
 * **flow rate** (one warm KV connection's most) — the least-squares line ``seconds =
   setup + bytes / rate`` through the transfers (at least two sizes), timed with the
   congestion control the reference servers' KV connections use (``[network]
@@ -58,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pddbench.errors import UserError
 from pddbench.netem.probe import LinkProbe
+from pddbench.netem.slowstart import PAYLOAD_SHARE
 from pddbench.netem.topology_config import Direction, LinkConfig, NetworkConfig, ShapeOverride
 from pddbench.twin.host import HostCosts
 
@@ -142,8 +146,9 @@ class LinkModelFile(_Model):
         }
 
     def network(self, net: NetworkConfig) -> NetworkConfig:
-        """``net`` with every fitted direction's rate, delay and jitter in place of the
-        configured ones (the schedule, loss and everything else as configured)."""
+        """``net`` with every fitted direction's rate (as the line carrying the fitted
+        payload rate), delay and jitter in place of the configured ones (the schedule, loss
+        and everything else as configured)."""
         links = []
         for link in net.links:
             update: dict[str, ShapeOverride] = {}
@@ -154,7 +159,7 @@ class LinkModelFile(_Model):
                 base = link.a_to_b if d == "a_to_b" else link.b_to_a
                 fields = base.model_dump(exclude_none=True) if base is not None else {}
                 fields |= {
-                    "rate_mbit": fit.rate_mbit,
+                    "rate_mbit": fit.rate_mbit / PAYLOAD_SHARE,  # the line of that payload
                     "delay_ms": fit.delay_ms,
                     "jitter_ms": fit.jitter_ms,
                 }

@@ -4,8 +4,11 @@ and usage are one state machine, advanced together at every event.)
 
 Owns, per direction of each path (an in-DC segment pair, or segment + WAN link + segment):
 
-* **rate** — the line's, capped by TCP's loss-limited throughput where the shape has loss
-  (Mathis et al. 1997: ``MSS / RTT * sqrt(3/2) / sqrt(p)``);
+* **rate** — the TCP payload a line carries: the configured (shaped) rate times
+  :data:`~pddbench.netem.slowstart.PAYLOAD_SHARE` (each 1448-byte segment costs the shaper
+  1514 bytes of headers and payload: 0.956 of the line, as measured on the emulated WAN),
+  less what a cross flow takes, capped by TCP's loss-limited throughput where the shape
+  has loss (Mathis et al. 1997: ``MSS / RTT * sqrt(3/2) / sqrt(p)``);
 * **propagation delay** and seeded **jitter** (uniform within ``±jitter``, netem's default
   distribution, one draw per message, from a generator per direction seeded by the run's
   seed, so runs repeat);
@@ -52,7 +55,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from pddbench.netem.slowstart import MSS, cold_transfer
+from pddbench.netem.slowstart import MSS, PAYLOAD_SHARE, cold_transfer
 from pddbench.netem.topology_config import Direction as LinkDirection
 from pddbench.netem.topology_config import (
     LinkChange,
@@ -77,7 +80,7 @@ class PathParams:
     delay_s: float  # one way
     jitter_s: float = 0.0
     loss: float = 0.0  # fraction of packets
-    cross_bytes_per_s: float = 0.0  # what a cross-traffic flow takes from the bulk class
+    cross_bytes_per_s: float = 0.0  # the TCP payload a cross-traffic flow takes from bulk
 
     @property
     def rtt_s(self) -> float:
@@ -85,9 +88,9 @@ class PathParams:
 
     @property
     def bulk_rate(self) -> float:
-        """The line's rate less any cross traffic, or TCP's loss-limited throughput when
-        lower."""
-        line = self.rate_bytes_per_s - self.cross_bytes_per_s
+        """The TCP payload rate of the line less any cross traffic (its headers' share
+        left out), or TCP's loss-limited throughput when lower."""
+        line = self.rate_bytes_per_s * PAYLOAD_SHARE - self.cross_bytes_per_s
         if self.loss <= 0 or self.rtt_s <= 0:
             return line
         return min(line, MSS / self.rtt_s * MATHIS_C / math.sqrt(self.loss))
@@ -107,11 +110,11 @@ class LinkState:
 
 
 def cross_take(shape: Shape, paced_mbit: float | None) -> float:
-    """Mbit/s a cross flow takes from the bulk class: its pacing, at most TCP's fair share
-    against one KV connection (half the line)."""
+    """Mbit/s of TCP payload a cross flow takes from the bulk class: its pacing, at most
+    TCP's fair share against one KV connection (half the line's payload)."""
     if paced_mbit is None or shape.rate_mbit is None:
         return 0.0
-    return min(paced_mbit, CROSS_FAIR_SHARE * shape.rate_mbit)
+    return min(paced_mbit, CROSS_FAIR_SHARE * shape.rate_mbit * PAYLOAD_SHARE)
 
 
 def wan_timelines(net: NetworkConfig) -> dict[tuple[str, LinkDirection], list[LinkState]]:

@@ -22,6 +22,7 @@ from pddbench.harness.plan.sessions import plan_requests
 from pddbench.harness.rundir.folder import new_run
 from pddbench.harness.rundir.manifest import RunManifest
 from pddbench.netem.probe import LinkProbe
+from pddbench.netem.slowstart import PAYLOAD_SHARE
 from pddbench.netem.topology_config import NetworkConfig
 from pddbench.twin.backend import drive_virtual
 from pddbench.twin.calibrate import (
@@ -32,6 +33,7 @@ from pddbench.twin.calibrate import (
     load_link_model,
     transfer_sizes_tokens,
 )
+from pddbench.twin.links import PathParams
 from pddbench.workloads.synth import SynthOptions, synthesise
 from pddbench.workloads.synth_profile import load_profile
 
@@ -132,7 +134,9 @@ def test_the_file_round_trips_and_folds_into_the_network(tmp_path: Path) -> None
     source = load_link_model(_model(tmp_path))
     net = source.model.network(_net())
     ab, ba = net.links[0].shape("a_to_b"), net.links[0].shape("b_to_a")
-    assert ab.rate_mbit == ba.rate_mbit == pytest.approx(60_000.0)  # the line: the goodput
+    # the line that carries the fitted goodput: the link model takes the headers' share off
+    assert ab.rate_mbit == ba.rate_mbit == pytest.approx(60_000.0 / PAYLOAD_SHARE)
+    assert PathParams(ab.rate_mbit * 1e6 / 8, 0.0).bulk_rate == pytest.approx(60e9 / 8)
     # a_to_b's connection carries 500 of the line's 600 Mbit/s (scaled): each flow's cap
     assert source.model.flow_caps() == {("wan", "a_to_b"): pytest.approx(50e9 / 8)}
     assert ab.delay_ms == ba.delay_ms == pytest.approx(20.0)
@@ -155,7 +159,9 @@ def test_a_virtual_run_uses_and_records_the_link_model(tmp_path: Path) -> None:
     saved = json.loads((paths.root / "manifest.json").read_text())
     links = saved["replay"]["link_model"]
     assert links["paths"]["p0->md0"]["delay_s"] == pytest.approx(0.020 + 2 * 5e-6)
-    assert links["paths"]["p0->md0"]["rate_bytes_per_s"] == pytest.approx(60e9 / 8)
+    # the fitted rate is the payload the link carries; the line is that over its share
+    assert links["paths"]["p0->md0"]["bulk_rate_bytes_per_s"] == pytest.approx(60e9 / 8)
+    assert links["paths"]["p0->md0"]["rate_bytes_per_s"] == pytest.approx(60e9 / 8 / PAYLOAD_SHARE)
     calibration = links["calibration"]
     assert calibration["file"] == str(source.path)
     assert calibration["measured"]["at"] == "2026-12-04T17:30:00+00:00"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pddbench.harness.config.scenario import load_scenario
+from pddbench.netem.slowstart import PAYLOAD_SHARE
 from pddbench.netem.topology_config import (
     CrossTraffic,
     LinkChange,
@@ -21,13 +22,16 @@ from pddbench.twin.links import Network, wan_timelines
 from pddbench.twin.sim import Sim
 
 MB = 1e6
+LINE_MBIT = 800.0 / PAYLOAD_SHARE  # carries 800 Mbit/s of TCP payload
 
 
 def pdd(schedule: WanSchedule) -> tuple[DeploymentConfig, NetworkConfig]:
-    """pdd (P in dc-a, MD in dc-b) over an 800 Mbit/s (100 MB/s), 10 ms line, no jitter."""
+    """pdd (P in dc-a, MD in dc-b) over a 10 ms line, no jitter, whose TCP payload rate is
+    800 Mbit/s (100 MB/s: the line is ``800 / PAYLOAD_SHARE``, the headers' share on top)."""
     sc = load_scenario("pdd").model_copy(update={"emulation_scale": 1.0})
     net = sc.network_config()
-    link = net.links[0].model_copy(update={"rate_mbit": 800.0, "delay_ms": 10.0, "jitter_ms": 0.0})
+    line = {"rate_mbit": LINE_MBIT, "delay_ms": 10.0, "jitter_ms": 0.0}
+    link = net.links[0].model_copy(update=line)
     net = net.model_copy(update={"links": [link], "schedule": schedule, "segment": SegmentConfig()})
     return sc.deployment_config, net
 
@@ -78,7 +82,9 @@ def test_the_timeline_is_the_emulated_schedule_expanded_and_stepped() -> None:
     _, net = pdd(WanSchedule(swings=[swing], events=[loss]))
     lines = wan_timelines(net)
     ab = [(s.t_s, s.shape.rate_mbit) for s in lines[("wan", "a_to_b")]]
-    assert ab == [(0, 800), (1, 200), (3, 800), (6, 200), (8, 800)]
+    assert [t for t, _ in ab] == [0, 1, 3, 6, 8]
+    quarter = LINE_MBIT / 4
+    assert [r for _, r in ab] == pytest.approx([LINE_MBIT, quarter, LINE_MBIT, quarter, LINE_MBIT])
     ba = lines[("wan", "b_to_a")]
     assert [s.t_s for s in ba] == [0, 1, 3, 4, 6, 8]
     assert ba[3].shape.loss_pct == 1 and ba[4].shape.loss_pct == 1

@@ -62,7 +62,7 @@ def test_idle_system_ttft_is_prefill_plus_the_links() -> None:
         if name == "colocated":  # client -> router -> C, first token C -> router -> client
             expected = prefill + 4 * hop
         else:  # ... + router -> D, D's reservation back, router -> P, then P's KV to D
-            kv = 8000 * dep.machine(p).model.kv_bytes_per_token / path.rate_bytes_per_s
+            kv = 8000 * dep.machine(p).model.kv_bytes_per_token / path.bulk_rate  # TCP payload
             expected = prefill + 6 * hop + kv + path.delay_s
         assert rec.ttft_s == pytest.approx(expected, rel=1e-9), name
         assert rec.ttft_prefill_s == pytest.approx(prefill, rel=1e-9)
