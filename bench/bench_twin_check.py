@@ -19,8 +19,10 @@ P90 at its first rung moves by 1.9x between seeds (and by 2x between two emulate
 one commit). A figure outside its tolerance but inside that spread is marked ``in spread``:
 one run of each backend cannot tell the two apart there. ``--reuse`` keeps point folders
 already in ``--out``; ``--emulated DIR --virtual DIR [--uncalibrated DIR] [--seeded DIR
-...]`` compares existing capacity (or point) folders instead. Figures only; no pass/fail
-exit status.
+...]`` compares existing capacity (or point) folders instead; ``--main-job DIR`` compares
+every system of a main job's ``--out`` folder (its emulated walks against the twin walks it
+ran beside them, each point with the check twin's seed spread) and prints each system's
+capacity beside the emulated interval. Figures only; no pass/fail exit status.
 
 The calibration, once per machine (root; one emulated replay per scenario, on another
 window of the trace than the one checked, e.g. day 30):
@@ -49,6 +51,7 @@ from pathlib import Path
 
 from pddbench.harness.config.scenario import scenario_text
 from pddbench.harness.experiments.sweep import dump_toml
+from pddbench.harness.rundir.main_verdict import MAIN_VERDICT, MainVerdict, read_main_verdict
 from pddbench.twin.check import PointRun, compare, load_point, point_folders, render
 
 
@@ -80,10 +83,13 @@ def run_point(
     print(f"#   rc {done.returncode}: {last or done.stderr.strip()[-300:]}", flush=True)
 
 
-def by_point(root: Path | None) -> dict[tuple[int, float], PointRun]:
+Points = dict[tuple[int, float, float, float], PointRun]
+
+
+def by_point(root: Path | None) -> Points:
     if root is None:
         return {}
-    return {(p.index, round(p.trace_start_s, 3)): p for p in map(load_point, point_folders(root))}
+    return {p.key: p for p in map(load_point, point_folders(root))}
 
 
 def pairs(
@@ -92,8 +98,11 @@ def pairs(
     uncalibrated: Path | None = None,
     seeded: list[Path] | None = None,
 ) -> None:
-    epoints, vpoints, upoints = by_point(emulated), by_point(virtual), by_point(uncalibrated)
     spoints = [by_point(f) for f in seeded or []]
+    side_by_side(by_point(emulated), by_point(virtual), by_point(uncalibrated), spoints)
+
+
+def side_by_side(epoints: Points, vpoints: Points, upoints: Points, spoints: list[Points]) -> None:
     for key in sorted(epoints.keys() & vpoints.keys()):
         e, v = epoints[key], vpoints[key]
         print(
@@ -107,8 +116,55 @@ def pairs(
         if ensemble:
             print(f"twin seed ensemble: the twin at {len(ensemble) + 1} deployment seeds")
         print(render(compare(e, v, upoints.get(key), ensemble or None)))
-    for key in sorted(epoints.keys() ^ vpoints.keys()):
-        print(f"\npoint {key}: only in one backend's folder; not compared")
+    for key in sorted(epoints.keys() - vpoints.keys()):
+        e = epoints[key]
+        print(
+            f"\n{e.system}: point {e.index} (x{e.load_scale:g}, {e.point_s:g} s measured): "
+            "the twin's walk did not run this load over this window; not compared"
+        )
+
+
+def main_verdict_of(root: Path) -> MainVerdict:
+    """The main job's verdict in ``root`` (its own file, else a point folder's copy)."""
+    for path in [root / MAIN_VERDICT, *sorted(root.glob(f"*/{MAIN_VERDICT}"))]:
+        found = read_main_verdict(path)
+        if found is not None:
+            return found
+    raise SystemExit(f"{root}: no {MAIN_VERDICT} (not a main job's --out folder)")
+
+
+def main_job(root: Path) -> None:
+    """Every system of a main job's ``--out`` folder: each emulated ladder point beside
+    the check's twin (``twin-host-<system>/seed0``: this host's costs), the twin of the
+    hardware (``twin-<system>/seed0``) and the check twin's other seeds; then each system's
+    capacity, the twin's beside the emulated walk's interval."""
+    verdict = main_verdict_of(root)
+    top = [d for d in sorted(root.iterdir()) if (d / "requests.parquet").exists()]
+    emulated = [p for p in map(load_point, top) if p.backend == "emulated"]
+    for row in verdict.systems:
+        system = row.system
+        epoints = {p.key: p for p in emulated if p.system == system}
+        host, hardware = root / f"twin-host-{system}", root / f"twin-{system}"
+        check = host if (host / "seed0").exists() else hardware
+        if not epoints or not (check / "seed0").exists():
+            print(f"\n{system}: no emulated walk or no twin walk in {root}; not compared")
+            continue
+        if check == hardware:
+            print(f"\n{system}: no host-fitted twin: compared with the twin of the hardware")
+        seeds = sorted(check.glob("seed[1-9]*"), key=lambda d: int(d.name[4:]))
+        other = by_point(hardware / "seed0") if check != hardware else {}
+        side_by_side(epoints, by_point(check / "seed0"), other, [by_point(d) for d in seeds])
+    print(f"\ncapacity (req/s meeting the SLA), {verdict.sla_text}")
+    print(f"{'system':14} {'twin (verdict)':36} {'check twin':24} {'emulated':22} agreement")
+    for row in verdict.systems:
+        got = [c for c in row.check_seeds if c is not None]
+        check = f"{row.check_capacity:.3g}" if row.check_capacity is not None else "-"
+        if len(got) > 1:
+            check += f"; seeds {min(got):.3g}-{max(got):.3g}"
+        print(
+            f"{row.system:14} {row.twin_text():36} {check:24} {row.capacity_text():22} "
+            f"{row.agreement}"
+        )
 
 
 def main() -> int:
@@ -133,7 +189,13 @@ def main() -> int:
     ap.add_argument(
         "--twin-seeds", type=int, default=4, help="also run the twin at seeds 1..N (0: none)"
     )
+    ap.add_argument(
+        "--main-job", type=Path, help="a main job's --out folder: compare every system in it"
+    )
     args = ap.parse_args()
+    if args.main_job is not None:
+        main_job(args.main_job)
+        return 0
     if args.emulated is not None and args.virtual is not None:
         pairs(args.emulated, args.virtual, args.uncalibrated, args.seeded)
         return 0

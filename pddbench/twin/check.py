@@ -21,8 +21,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from pddbench.harness.analysis.ttft_parts import PARTS
+from pddbench.harness.rundir.folder import CAPACITY
+from pddbench.harness.rundir.ladder import LadderPoint, LadderVerdict
 from pddbench.harness.rundir.manifest import RunManifest
 
 
@@ -73,11 +76,45 @@ class PointRun:
     records: pd.DataFrame  # the measured window's records (every status)
     attainment: float | None  # the point's SLA attainment (0-1), as the ladder judged it
     excluded: str | None = None  # why the ladder excluded the point (the emulator fell behind)
+    point_s: float = 0.0  # the measured window's length (trace seconds after the warm-up)
+
+    @property
+    def key(self) -> tuple[int, float, float, float]:
+        """The point's identity across backends: its index, trace window (start, length)
+        and load scale. Two walks' points with one index differ in load, or in the window's
+        length, once the walks part: such points are not the same run."""
+        return (
+            self.index,
+            round(self.trace_start_s, 3),
+            round(self.point_s, 3),
+            round(self.load_scale, 4),
+        )
+
+
+def ladder_point(folder: Path, system: str, index: int, trace_start_s: float) -> LadderPoint | None:
+    """The ladder's verdict on one point: the entry with the point's index and window in a
+    ``capacity.json`` of ``system``'s walk, the point folder's own or a sibling folder's
+    (the emulated walk copies the whole walk's verdict into each point's folder; the twin's
+    walks write it only in the ladder's folder). None: no walk judged this point."""
+    found = [folder / CAPACITY, *sorted(folder.parent.glob(f"*/{CAPACITY}"))]
+    for path in dict.fromkeys(found):
+        if not path.is_file():
+            continue
+        try:
+            verdict = LadderVerdict.model_validate_json(path.read_text())
+        except (OSError, ValidationError):
+            continue
+        if verdict.system != system:
+            continue
+        for p in verdict.points:
+            if p.index == index and math.isclose(p.trace_start_s, trace_start_s, abs_tol=1e-3):
+                return p
+    return None
 
 
 def load_point(folder: Path) -> PointRun:
-    """A ladder point's run folder (``manifest.json`` with a ladder point, its records and
-    its ``capacity.json``)."""
+    """A ladder point's run folder (``manifest.json`` with a ladder point and its records);
+    its attainment is the ladder's verdict on it (:func:`ladder_point`)."""
     manifest = RunManifest.load(folder)
     point = manifest.ladder_point
     if point is None:
@@ -85,13 +122,7 @@ def load_point(folder: Path) -> PointRun:
     df = pd.read_parquet(folder / "requests.parquet")
     start, end = point.warmup_s, point.warmup_s + point.point_s
     window = df[(df.intended_send_s >= start) & (df.intended_send_s < end)]
-    attainment = excluded = None
-    verdict = folder / "capacity.json"
-    if verdict.exists():
-        points = json.loads(verdict.read_text()).get("points") or []
-        if points:
-            attainment = points[0].get("attainment")
-            excluded = points[0].get("excluded")
+    judged = ladder_point(folder, manifest.scenario_name, point.index, point.trace_start_s)
     backend = manifest.replay.backend if manifest.replay is not None else "emulated"
     return PointRun(
         folder,
@@ -101,8 +132,9 @@ def load_point(folder: Path) -> PointRun:
         point.trace_start_s,
         float(manifest.load_scale or 0.0),
         window.reset_index(drop=True),
-        attainment,
-        str(excluded) if excluded else None,
+        judged.attainment if judged is not None else None,
+        judged.excluded if judged is not None and judged.excluded else None,
+        point.point_s,
     )
 
 
@@ -179,8 +211,13 @@ class CheckRow:
         return self.virtual / self.emulated
 
     @property
+    def missing(self) -> bool:
+        """One side has no figure (nan: no ok request, or no ladder verdict on the point)."""
+        return math.isnan(self.emulated) != math.isnan(self.virtual)
+
+    @property
     def within(self) -> bool | None:
-        if self.tolerance is None:
+        if self.tolerance is None or self.missing:
             return None
         return self.tolerance.within(self.emulated, self.virtual)
 
@@ -202,7 +239,10 @@ class CheckRow:
         """``ok`` (the twin within the tolerance), ``in spread`` (outside it, but the emulated
         figure lies within the twin's seed spread: the figure moves that much when only the
         servers' draws change, so one run of each backend cannot tell them apart),
-        ``OUTSIDE``, or empty (no tolerance)."""
+        ``OUTSIDE``, ``n/a`` (one side has no figure: nothing to judge), or empty (no
+        tolerance)."""
+        if self.tolerance is not None and self.missing:
+            return "n/a"
         if self.within is None:
             return ""
         if self.within:
