@@ -49,6 +49,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from pddbench.errors import UserError
 from pddbench.harness.config.scenario import scenario_text
 from pddbench.harness.experiments.sweep import dump_toml
 from pddbench.harness.rundir.main_verdict import MAIN_VERDICT, MainVerdict, read_main_verdict
@@ -126,8 +127,13 @@ def side_by_side(epoints: Points, vpoints: Points, upoints: Points, spoints: lis
 
 def main_verdict_of(root: Path) -> MainVerdict:
     """The main job's verdict in ``root`` (its own file, else a point folder's copy)."""
+    if not root.is_dir():
+        raise SystemExit(f"{root}: no such folder")
     for path in [root / MAIN_VERDICT, *sorted(root.glob(f"*/{MAIN_VERDICT}"))]:
-        found = read_main_verdict(path)
+        try:
+            found = read_main_verdict(path)
+        except UserError as exc:
+            raise SystemExit(str(exc)) from None
         if found is not None:
             return found
     raise SystemExit(f"{root}: no {MAIN_VERDICT} (not a main job's --out folder)")
