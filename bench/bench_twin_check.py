@@ -161,15 +161,11 @@ def main_job(root: Path) -> None:
         other = by_point(hardware / "seed0") if check != hardware else {}
         side_by_side(epoints, by_point(check / "seed0"), other, [by_point(d) for d in seeds])
     print(f"\ncapacity (req/s meeting the SLA), {verdict.sla_text}")
-    print(f"{'system':14} {'twin (verdict)':36} {'check twin':24} {'emulated':22} agreement")
+    print(f"{'system':14} {'twin (verdict)':36} {'check twin':26} {'emulated':22} agreement")
     for row in verdict.systems:
-        got = [c for c in row.check_seeds if c is not None]
-        check = f"{row.check_capacity:.3g}" if row.check_capacity is not None else "-"
-        if len(got) > 1:
-            check += f"; seeds {min(got):.3g}-{max(got):.3g}"
         print(
-            f"{row.system:14} {row.twin_text():36} {check:24} {row.capacity_text():22} "
-            f"{row.agreement}"
+            f"{row.system:14} {row.twin_text():36} {row.check_twin_text():26} "
+            f"{row.capacity_text():22} {row.agreement}"
         )
 
 

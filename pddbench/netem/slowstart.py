@@ -29,16 +29,19 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pddbench.netem.shaping import MTU_BYTES
+
 if TYPE_CHECKING:
     from pddbench.netem.topology_config import NetworkConfig, Shape
 
-MSS = 1448
+MSS = 1448  # MTU_BYTES less 20 B IPv4 and 32 B TCP with timestamps
+ETHERNET_HEADER_BYTES = 14
 # One full segment as the shaper counts it: HTB and TBF charge a packet's length with its
 # Ethernet header (1448 B payload + 32 B TCP with timestamps + 20 B IPv4 + 14 B Ethernet),
 # so a TCP connection's payload gets this share of a shaped line's rate: 0.956, the
 # "95-96 % of the configured rate as TCP goodput" measured here (shared/NETWORK.md). On a
 # real Ethernet line the preamble and inter-frame gap (20 B more) leave 0.941.
-WIRE_BYTES_PER_SEGMENT = MSS + 32 + 20 + 14
+WIRE_BYTES_PER_SEGMENT = MTU_BYTES + ETHERNET_HEADER_BYTES
 PAYLOAD_SHARE = MSS / WIRE_BYTES_PER_SEGMENT
 INITCWND = 10
 MIN_RTO_S = 0.2

@@ -45,6 +45,14 @@ def _interval(value: float, low: float | None, high: float | None) -> str:
     return f"{value:.3g} [{lo}, {hi}]"
 
 
+def _with_seeds(text: str, seeds: list[float | None]) -> str:
+    """``text`` and, over several seeds, their capacities' range."""
+    got = [c for c in seeds if c is not None]
+    if len(seeds) > 1 and got:
+        text += f"; {len(seeds)} seeds {min(got):.3g}-{max(got):.3g}"
+    return text
+
+
 class SystemVerdict(BaseModel):
     """One system's row of the verdict (the report JSON's ``main_verdict.systems``)."""
 
@@ -102,11 +110,14 @@ class SystemVerdict(BaseModel):
         when the twin gave none)."""
         if self.twin_capacity is None:
             return "-"
-        text = _interval(self.twin_capacity, self.twin_low, self.twin_high)
-        got = [c for c in self.twin_seeds if c is not None]
-        if len(self.twin_seeds) > 1 and got:
-            text += f"; {len(self.twin_seeds)} seeds {min(got):.3g}-{max(got):.3g}"
-        return text
+        return _with_seeds(_interval(self.twin_capacity, self.twin_low, self.twin_high),
+                           self.twin_seeds)  # fmt: skip
+
+    def check_twin_text(self) -> str:
+        """The check's twin capacity and, over several seeds, their range ("-": none)."""
+        if self.check_capacity is None:
+            return "-"
+        return _with_seeds(f"{self.check_capacity:.3g}", self.check_seeds)
 
     def ratio_text(self) -> str:
         """The BCR ratio to the baseline as a percentage difference with its interval."""
